@@ -1,0 +1,24 @@
+#pragma once
+/// The in-process backend: the embedded default and the `local` failure-mode fallback.
+#include <cstddef>
+#include <memory>
+
+#include <sluice/backend.hpp>
+#include <sluice/clock.hpp>
+
+namespace sluice {
+
+struct memory_options {
+  /// Independent lock shards; more shards, less contention between threads.
+  std::size_t shards = 64;
+  /// The most keys held at once (the memory bound). A bucket that would be full again is
+  /// forgotten first; see docs for what happens when every tracked bucket is still busy.
+  std::size_t max_keys = 1'000'000;
+  /// Time source; default: steady_clock.
+  std::shared_ptr<const clock> time_source;
+};
+
+/// A thread-safe, sharded memory backend. decide() takes nanoseconds and never fails.
+std::shared_ptr<backend> make_memory_backend(memory_options options = {});
+
+}  // namespace sluice

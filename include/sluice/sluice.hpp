@@ -1,0 +1,11 @@
+#pragma once
+/// Everything a user of the library needs.
+#include <sluice/backend.hpp>
+#include <sluice/clock.hpp>
+#include <sluice/decision.hpp>
+#include <sluice/error.hpp>
+#include <sluice/limiter.hpp>
+#include <sluice/memory_backend.hpp>
+#include <sluice/policy.hpp>
+#include <sluice/redis_backend.hpp>
+#include <sluice/version.hpp>

@@ -1,0 +1,137 @@
+#include <sluice/limiter.hpp>
+#include <sluice/memory_backend.hpp>
+#include <sluice/redis_backend.hpp>
+
+#include <atomic>
+#include <stdexcept>
+
+#include "algorithm/token_bucket.hpp"
+#include "core/burst_log.hpp"
+
+namespace sluice {
+
+struct limiter::state {
+  std::shared_ptr<backend> primary;
+  std::shared_ptr<backend> fallback;
+  detail::burst_log log{"sluice backend"};
+  std::atomic<std::uint64_t> allowed{0}, denied{0}, invalid{0}, degraded_open{0},
+      degraded_closed{0}, degraded_local{0}, backend_errors{0};
+
+  void count(const decision& d) noexcept {
+    (d.allowed ? allowed : denied).fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // The decision of the policy's failure mode after the primary backend failed with `ec`.
+  decision degrade(std::string_view key, const policy& p, std::uint64_t cost,
+                   std::error_code ec) noexcept {
+    backend_errors.fetch_add(1, std::memory_order_relaxed);
+    log.failure(ec);
+    decision d;
+    const auto params = detail::to_params(p, cost);
+    switch (p.on_failure) {
+      case failure_mode::open:
+        degraded_open.fetch_add(1, std::memory_order_relaxed);
+        // As if the bucket were full: the most a client could have been granted.
+        d.allowed = true;
+        d.limit = p.capacity;
+        d.remaining = p.capacity - cost;
+        break;
+      case failure_mode::closed:
+        degraded_closed.fetch_add(1, std::memory_order_relaxed);
+        // As if the bucket were empty: retry when `cost` tokens would have refilled.
+        d.allowed = false;
+        d.limit = p.capacity;
+        d.retry_after = std::chrono::milliseconds{detail::ceil_div(params.cost_ut, params.rate_ut_per_ms)};
+        d.reset_after = std::chrono::milliseconds{detail::ceil_div(params.capacity_ut, params.rate_ut_per_ms)};
+        break;
+      case failure_mode::local:
+        degraded_local.fetch_add(1, std::memory_order_relaxed);
+        // The memory backend cannot fail; if it ever did, fail closed rather than open.
+        if (fallback->decide(key, p, cost, d)) {
+          d = decision{};
+          d.limit = p.capacity;
+        }
+        break;
+    }
+    d.degraded = true;
+    d.backend_error = ec;
+    return d;
+  }
+};
+
+limiter::limiter(std::shared_ptr<backend> primary, std::shared_ptr<backend> fallback)
+    : state_(std::make_shared<state>()) {
+  if (!primary) throw std::invalid_argument("sluice::limiter needs a backend");
+  state_->primary = std::move(primary);
+  state_->fallback = fallback ? std::move(fallback) : make_memory_backend();
+}
+
+limiter limiter::in_memory() {
+  auto mem = make_memory_backend();
+  return limiter(mem, mem);
+}
+
+limiter limiter::from_url(std::string_view url) {
+  if (url == "memory") return in_memory();
+  if (url.starts_with("redis://")) {
+    redis_options o;
+    o.url = std::string(url);
+    return limiter(make_redis_backend(std::move(o)));
+  }
+  throw std::invalid_argument("unsupported backend URL (want \"memory\" or redis://...): " +
+                              std::string(url));
+}
+
+decision limiter::check(std::string_view key, const policy& p, std::uint64_t cost,
+                        std::error_code& ec) noexcept {
+  ec = validate(key, p, cost);
+  if (ec) {
+    state_->invalid.fetch_add(1, std::memory_order_relaxed);
+    return {};
+  }
+  decision d;
+  if (auto bec = state_->primary->decide(key, p, cost, d)) {
+    return state_->degrade(key, p, cost, bec);
+  }
+  state_->log.success();
+  state_->count(d);
+  return d;
+}
+
+decision limiter::check(std::string_view key, const policy& p, std::uint64_t cost) {
+  std::error_code ec;
+  auto d = check(key, p, cost, ec);
+  if (ec) throw std::system_error(ec);
+  return d;
+}
+
+void limiter::start_check(std::string_view key, const policy& p, std::uint64_t cost,
+                          decide_handler done) {
+  if (auto ec = validate(key, p, cost)) {
+    state_->invalid.fetch_add(1, std::memory_order_relaxed);
+    done(ec, decision{});
+    return;
+  }
+  state_->primary->async_decide(
+      key, p, cost,
+      [st = state_, k = std::string(key), p, cost, done = std::move(done)](std::error_code ec,
+                                                                           decision d) {
+        if (ec) {
+          d = st->degrade(k, p, cost, ec);
+        } else {
+          st->log.success();
+          st->count(d);
+        }
+        done({}, d);
+      });
+}
+
+limiter_stats limiter::stats() const noexcept {
+  const auto& s = *state_;
+  constexpr auto r = std::memory_order_relaxed;
+  return {s.allowed.load(r),       s.denied.load(r),          s.invalid.load(r),
+          s.degraded_open.load(r), s.degraded_closed.load(r), s.degraded_local.load(r),
+          s.backend_errors.load(r)};
+}
+
+}  // namespace sluice

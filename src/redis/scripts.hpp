@@ -1,0 +1,14 @@
+#pragma once
+// Lua scripts compiled into the library from lua/*.lua (see cmake/embed_lua.cmake).
+#include <string_view>
+
+namespace sluice::detail {
+
+struct lua_script {
+  std::string_view source;
+  std::string_view sha1;  ///< hex SHA1 of source, computed at build time, for EVALSHA
+};
+
+extern const lua_script lua_token_bucket;
+
+}  // namespace sluice::detail
