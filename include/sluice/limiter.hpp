@@ -53,7 +53,9 @@ class limiter {
   /// Asynchronous check. Completion signature: `void(std::error_code, sluice::decision)`,
   /// with the error set only for invalid input. The handler never runs inline: it is
   /// posted to its associated executor (default: boost::asio::system_executor).
-  /// Works with callbacks, `use_awaitable`, `use_future` and other completion tokens.
+  /// Works with callbacks, `use_awaitable`, `use_future` and other completion tokens; as
+  /// std::error_code is not Asio's error type, those yield `std::tuple<std::error_code,
+  /// decision>` rather than throwing.
   template <class CompletionToken>
   auto async_check(std::string_view key, const policy& p, std::uint64_t cost,
                    CompletionToken&& token) {

@@ -36,7 +36,8 @@ class memory_backend final : public backend {
  public:
   explicit memory_backend(memory_options o)
       : clock_(o.time_source ? std::move(o.time_source) : default_clock()),
-        shards_(std::max<std::size_t>(1, o.shards)),
+        // Never more shards than keys, so shards x per-shard limit stays within max_keys.
+        shards_(std::clamp<std::size_t>(o.shards, 1, std::max<std::size_t>(1, o.max_keys))),
         per_shard_limit_(std::max<std::size_t>(1, o.max_keys / shards_.size())) {}
 
   std::error_code decide(std::string_view key, const policy& p, std::uint64_t cost,

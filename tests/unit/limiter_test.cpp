@@ -1,0 +1,162 @@
+// sluice::limiter: input validation, failure modes and the async contract.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <limits>
+#include <thread>
+
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include <sluice/sluice.hpp>
+
+namespace sluice {
+namespace {
+
+using std::chrono::milliseconds;
+
+policy bucket(std::uint64_t capacity, double rate, failure_mode mode = failure_mode::open) {
+  policy p;
+  p.capacity = capacity;
+  p.refill_per_second = rate;
+  p.on_failure = mode;
+  return p;
+}
+
+// A backend that always fails the way a dead Redis does. The limiter's failure modes are
+// pure logic on top of any backend; the real Redis outages are in tests/integration.
+class failing_backend final : public backend {
+ public:
+  explicit failing_backend(errc e) : ec_(e) {}
+  int calls = 0;
+  std::error_code decide(std::string_view, const policy&, std::uint64_t, decision&) override {
+    ++calls;
+    return ec_;
+  }
+  void async_decide(std::string_view, const policy&, std::uint64_t, decide_handler h) override {
+    ++calls;
+    h(ec_, {});
+  }
+
+ private:
+  errc ec_;
+};
+
+TEST(LimiterTest, RejectsInvalidInputBeforeTheBackend) {
+  auto fb = std::make_shared<failing_backend>(errc::backend_unavailable);
+  limiter lim(fb);
+  const auto p = bucket(10, 1);
+  auto expect = [&](std::string_view key, const policy& pol, std::uint64_t cost, errc want) {
+    std::error_code ec;
+    lim.check(key, pol, cost, ec);
+    EXPECT_EQ(ec, want) << "key=" << key << " cost=" << cost;
+    EXPECT_TRUE(is_invalid_input(ec));
+  };
+  expect("", p, 1, errc::empty_key);
+  expect(std::string(max_key_size + 1, 'k'), p, 1, errc::key_too_long);
+  expect("k", p, 0, errc::invalid_cost);
+  expect("k", p, 11, errc::cost_exceeds_capacity);
+  expect("k", bucket(0, 1), 1, errc::invalid_capacity);
+  expect("k", bucket(max_capacity + 1, 1), 1, errc::invalid_capacity);
+  expect("k", bucket(10, 0), 1, errc::invalid_refill_rate);
+  expect("k", bucket(10, -1), 1, errc::invalid_refill_rate);
+  expect("k", bucket(10, 0.0004), 1, errc::invalid_refill_rate);
+  expect("k", bucket(10, std::numeric_limits<double>::quiet_NaN()), 1, errc::invalid_refill_rate);
+  expect("k", bucket(10, std::numeric_limits<double>::infinity()), 1, errc::invalid_refill_rate);
+  expect("k", bucket(10, 2e9), 1, errc::invalid_refill_rate);
+  EXPECT_EQ(fb->calls, 0);
+  EXPECT_EQ(lim.stats().invalid, 12u);
+  EXPECT_THROW(lim.check("", p), std::system_error);
+}
+
+TEST(LimiterTest, AcceptsTheBoundaries) {
+  auto lim = limiter::in_memory();
+  std::error_code ec;
+  lim.check(std::string(max_key_size, 'k'), bucket(max_capacity, max_refill_per_second), max_capacity, ec);
+  EXPECT_FALSE(ec);
+  lim.check("k", bucket(1, min_refill_per_second), 1, ec);
+  EXPECT_FALSE(ec);
+}
+
+TEST(LimiterTest, FailOpenAllowsAndMarksDegraded) {
+  limiter lim(std::make_shared<failing_backend>(errc::backend_timeout));
+  const auto d = lim.check("k", bucket(10, 1, failure_mode::open), 3);
+  EXPECT_TRUE(d.allowed);
+  EXPECT_TRUE(d.degraded);
+  EXPECT_EQ(d.backend_error, errc::backend_timeout);
+  EXPECT_EQ(d.limit, 10u);
+  EXPECT_EQ(d.remaining, 7u);
+  EXPECT_EQ(lim.stats().degraded_open, 1u);
+  EXPECT_EQ(lim.stats().backend_errors, 1u);
+}
+
+TEST(LimiterTest, FailClosedDeniesWithARetryTimeAndMarksDegraded) {
+  limiter lim(std::make_shared<failing_backend>(errc::backend_unavailable));
+  const auto d = lim.check("k", bucket(10, 2, failure_mode::closed), 3);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_TRUE(d.degraded);
+  EXPECT_EQ(d.retry_after, milliseconds{1500});  // 3 tokens at 2/s
+  EXPECT_EQ(d.reset_after, milliseconds{5000});
+  EXPECT_EQ(lim.stats().degraded_closed, 1u);
+}
+
+TEST(LimiterTest, FailLocalDecidesWithTheMemoryFallback) {
+  auto clock = std::make_shared<manual_clock>();
+  auto local = make_memory_backend({.time_source = clock});
+  limiter lim(std::make_shared<failing_backend>(errc::backend_unavailable), local);
+  const auto p = bucket(2, 1, failure_mode::local);
+  auto d = lim.check("k", p);
+  EXPECT_TRUE(d.allowed && d.degraded);
+  EXPECT_EQ(d.remaining, 1u);
+  EXPECT_TRUE(lim.check("k", p).allowed);
+  d = lim.check("k", p);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_TRUE(d.degraded);
+  EXPECT_EQ(d.retry_after, milliseconds{1000});
+  EXPECT_EQ(lim.stats().degraded_local, 3u);
+}
+
+TEST(LimiterTest, HealthyDecisionsAreCounted) {
+  auto lim = limiter::in_memory();
+  const auto p = bucket(1, 1);
+  EXPECT_FALSE(lim.check("k", p).degraded);
+  lim.check("k", p);
+  EXPECT_EQ(lim.stats().allowed, 1u);
+  EXPECT_EQ(lim.stats().denied, 1u);
+  EXPECT_EQ(lim.stats().backend_errors, 0u);
+}
+
+TEST(LimiterTest, AsyncHandlerNeverRunsInlineAndRunsOnItsExecutor) {
+  boost::asio::io_context io;
+  auto lim = limiter::in_memory();
+  bool done = false;
+  lim.async_check("k", bucket(1, 1), 1,
+                  boost::asio::bind_executor(io, [&](std::error_code ec, decision d) {
+                    EXPECT_FALSE(ec);
+                    EXPECT_TRUE(d.allowed);
+                    done = true;
+                  }));
+  EXPECT_FALSE(done);  // the memory backend decided at once, yet the handler waits for io
+  io.run();
+  EXPECT_TRUE(done);
+}
+
+TEST(LimiterTest, AsyncReportsInvalidInputAndAppliesFailureModes) {
+  limiter lim(std::make_shared<failing_backend>(errc::backend_timeout));
+  // std::error_code is not Asio's error type, so use_future yields (ec, decision).
+  auto bad = lim.async_check("", bucket(1, 1), 1, boost::asio::use_future).get();
+  EXPECT_EQ(std::get<0>(bad), errc::empty_key);
+  auto [ec, d] = lim.async_check("k", bucket(1, 1, failure_mode::closed), 1, boost::asio::use_future).get();
+  EXPECT_FALSE(ec);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_TRUE(d.degraded);
+}
+
+TEST(LimiterTest, FromUrlRejectsUnknownSchemes) {
+  EXPECT_THROW(limiter::from_url("http://x"), std::invalid_argument);
+  EXPECT_NO_THROW(limiter::from_url("memory"));
+}
+
+}  // namespace
+}  // namespace sluice
