@@ -1,0 +1,103 @@
+#pragma once
+/// Evaluates a request against a rule_set with a sluice::limiter.
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/system_executor.hpp>
+
+#include <sluice/decision.hpp>
+#include <sluice/http/request.hpp>
+#include <sluice/http/rules.hpp>
+#include <sluice/limiter.hpp>
+
+namespace sluice::http {
+
+/// What one matching rule did with the request.
+struct rule_outcome {
+  std::size_t rule_index = 0;  ///< into rule_set::rules()
+  std::string rule;            ///< the rule's name
+  std::string policy;          ///< the policy's name
+  bool shadow = false;
+  /// The limiter key: `<rule>:<policy>:<derived key>`, so two rules never share a bucket.
+  /// Empty when the key spec found no identity (then `skipped` is true).
+  std::string key;
+  /// True when the rule did not decide: its key spec found no identity in the request,
+  /// or the limiter rejected the input (`error` set). A skipped rule never denies.
+  bool skipped = false;
+  std::error_code error;  ///< from limiter::check (invalid input only); normally empty
+  decision result;        ///< meaningful only when !skipped
+};
+
+/// The result of evaluating one request.
+struct evaluation {
+  /// False only when a non-shadow matching rule denied.
+  bool allowed = true;
+  /// Every matching rule, in rule order.
+  std::vector<rule_outcome> outcomes;
+  /// Index into `outcomes` of the rule whose numbers go into the response headers: the
+  /// denying non-shadow rule with the longest retry_after (first on a tie), otherwise the
+  /// deciding non-shadow rule with the fewest remaining tokens (first on a tie). Empty
+  /// when no non-shadow rule decided (then no rate-limit headers are sent).
+  std::optional<std::size_t> binding;
+  /// The rule_set the request was evaluated against (keeps the binding policy alive).
+  std::shared_ptr<const rule_set> rules;
+
+  /// The binding outcome, or nullptr.
+  const rule_outcome* binding_outcome() const noexcept {
+    return binding ? &outcomes[*binding] : nullptr;
+  }
+  /// The binding rule's policy, or nullptr.
+  const sluice::policy* binding_policy() const noexcept;
+  /// True when any deciding outcome is degraded (backend failure mode applied).
+  bool degraded() const noexcept;
+};
+
+/// Evaluates `req`: every matching rule whose key spec yields a key is checked with
+/// `lim` (all of them, shadow ones too, so shadow rules spend and count); the request is
+/// allowed unless a non-shadow rule denies. Each rule's check is independent: a rule that
+/// allowed has spent its tokens even when another rule denies. Blocks; thread-safe. Never
+/// throws for any request.
+evaluation evaluate(limiter& lim, std::shared_ptr<const rule_set> rules, const request_facts& req);
+
+namespace detail {
+/// The outcomes of the rules matching `req`, with keys derived but nothing decided yet.
+evaluation plan(std::shared_ptr<const rule_set> rules, const request_facts& req);
+/// Decides every planned, non-skipped outcome; `done` runs exactly once, possibly inline.
+void start_evaluate(limiter lim, evaluation planned, std::function<void(evaluation)> done);
+}  // namespace detail
+
+/// Asynchronous evaluate(): the keys are derived (and `req.headers` read) before this
+/// returns, then all checks run concurrently through limiter::async_check. Completion
+/// signature: `void(sluice::http::evaluation)`. The handler never runs inline: it is posted
+/// to its associated executor (default: boost::asio::system_executor). `lim` and `req`
+/// need only live until this call returns. Thread-safe.
+template <class CompletionToken>
+auto async_evaluate(limiter& lim, std::shared_ptr<const rule_set> rules, const request_facts& req,
+                    CompletionToken&& token) {
+  return boost::asio::async_initiate<CompletionToken, void(evaluation)>(
+      [](auto handler, limiter l, evaluation planned) {
+        auto ex = boost::asio::get_associated_executor(handler, boost::asio::system_executor());
+        auto work = boost::asio::make_work_guard(ex);
+        auto shared = std::make_shared<decltype(handler)>(std::move(handler));
+        detail::start_evaluate(
+            std::move(l), std::move(planned), [shared, work](evaluation e) mutable {
+              auto ex2 = work.get_executor();
+              boost::asio::post(ex2,
+                                [shared, e = std::move(e)]() mutable { (*shared)(std::move(e)); });
+              work.reset();
+            });
+      },
+      token, lim, detail::plan(std::move(rules), req));
+}
+
+}  // namespace sluice::http

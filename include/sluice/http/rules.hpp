@@ -1,0 +1,77 @@
+#pragma once
+/// Rules: which requests a limit applies to, how they are keyed, and with which policy.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <sluice/http/client_ip.hpp>
+#include <sluice/http/key_spec.hpp>
+#include <sluice/http/request.hpp>
+#include <sluice/policy.hpp>
+
+namespace sluice::http {
+
+/// Which requests a rule applies to. Every given condition must hold.
+struct rule_match {
+  /// Plain string prefix of the path (`/api` matches `/api`, `/api/x` and `/apix`;
+  /// write `/api/` to exclude the last). `/` matches every path.
+  std::string path_prefix = "/";
+  /// Methods (case-insensitive); empty: any method.
+  std::vector<std::string> methods;
+  /// Hosts (case-insensitive, exact, the port of the request's host is ignored);
+  /// empty: any host.
+  std::vector<std::string> hosts;
+
+  bool matches(const request_facts& req) const;
+};
+
+/// One rule of a rule_set.
+struct rule {
+  /// Unique in the set; 1..64 characters of `A-Z a-z 0-9 _ . -`.
+  std::string name;
+  rule_match match;
+  key_spec key;        ///< default: `ip`
+  std::string policy;  ///< the name of a policy of the set
+  /// A shadow rule decides, spends its own tokens and is reported, but never denies
+  /// (try a limit on real traffic before enforcing it).
+  bool shadow = false;
+  std::uint64_t cost = 1;  ///< tokens per request: 1..the policy's capacity
+};
+
+/// An immutable, validated set of named policies and ordered rules. Share it as
+/// `std::shared_ptr<const rule_set>` and swap the pointer to reload. Thread-safe (const).
+class rule_set {
+ public:
+  /// Validates everything and throws std::invalid_argument with a one-line message that
+  /// names the offending policy or rule, e.g.
+  /// `rule "api": unknown policy "apx"`, `policy "login": refill_per_second ...`,
+  /// `rule "login": cost 10 exceeds the capacity 5 of policy "login"`,
+  /// `duplicate rule name "api"`, `key_options: ipv6_prefix must be 1..128`.
+  /// Policy names follow the same character rules as rule names.
+  rule_set(std::map<std::string, sluice::policy, std::less<>> policies, std::vector<rule> rules,
+           key_options options = {});
+
+  const std::map<std::string, sluice::policy, std::less<>>& policies() const noexcept {
+    return policies_;
+  }
+  const std::vector<rule>& rules() const noexcept { return rules_; }
+  const key_options& options() const noexcept { return options_; }
+
+  /// The policy called `name`, or nullptr.
+  const sluice::policy* find_policy(std::string_view name) const noexcept;
+
+  /// Indices (into rules()) of the rules matching `req`, in order.
+  std::vector<std::size_t> matching(const request_facts& req) const;
+
+ private:
+  std::map<std::string, sluice::policy, std::less<>> policies_;
+  std::vector<rule> rules_;
+  key_options options_;
+};
+
+/// True when `name` is a valid rule or policy name (see rule::name).
+bool is_valid_name(std::string_view name) noexcept;
+
+}  // namespace sluice::http
