@@ -15,6 +15,7 @@
 #include <boost/asio/system_executor.hpp>
 
 #include <sluice/backend.hpp>
+#include <sluice/clock.hpp>
 #include <sluice/decision.hpp>
 #include <sluice/policy.hpp>
 
@@ -29,13 +30,15 @@ struct limiter_stats {
   std::uint64_t degraded_closed = 0;
   std::uint64_t degraded_local = 0;
   std::uint64_t backend_errors = 0;
+  std::uint64_t cached_denials = 0;  ///< denied in-process (policy::cache_denials), no round trip
 };
 
 class limiter {
  public:
   /// `primary` decides; `fallback` (a memory backend, created when null) serves the
-  /// `local` failure mode.
-  explicit limiter(std::shared_ptr<backend> primary, std::shared_ptr<backend> fallback = nullptr);
+  /// `local` failure mode; `time_source` (default: steady_clock) times the cache of denials.
+  explicit limiter(std::shared_ptr<backend> primary, std::shared_ptr<backend> fallback = nullptr,
+                   std::shared_ptr<const clock> time_source = nullptr);
 
   /// A limiter on a fresh memory backend.
   static limiter in_memory();

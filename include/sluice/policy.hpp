@@ -33,6 +33,10 @@ struct policy {
   std::uint64_t capacity = 0;      ///< burst size, in tokens: 1..max_capacity
   double refill_per_second = 0.0;  ///< tokens added per second: min..max_refill_per_second
   failure_mode on_failure = failure_mode::open;
+  /// Remember the backend's denials in-process and deny the same key again locally until
+  /// its retry time, without a round trip. Never admits anything locally, so decisions
+  /// stay exact; it only saves Redis work while clients keep knocking.
+  bool cache_denials = false;
 };
 
 /// An empty error_code when `p` is usable, else the errc that says which field is wrong.

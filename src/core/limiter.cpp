@@ -7,18 +7,33 @@
 
 #include "algorithm/token_bucket.hpp"
 #include "core/burst_log.hpp"
+#include "core/deny_cache.hpp"
 
 namespace sluice {
 
 struct limiter::state {
+  explicit state(std::shared_ptr<const clock> time_source) : denials(std::move(time_source)) {}
+
   std::shared_ptr<backend> primary;
   std::shared_ptr<backend> fallback;
   detail::burst_log log{"sluice backend"};
+  detail::deny_cache denials;
   std::atomic<std::uint64_t> allowed{0}, denied{0}, invalid{0}, degraded_open{0},
-      degraded_closed{0}, degraded_local{0}, backend_errors{0};
+      degraded_closed{0}, degraded_local{0}, backend_errors{0}, cached_denials{0};
 
-  void count(const decision& d) noexcept {
+  // A denial this process already knows holds, when the policy caches them.
+  std::optional<decision> cached_denial(std::string_view key, const policy& p, std::uint64_t cost) {
+    if (!p.cache_denials) return std::nullopt;
+    auto d = denials.lookup(key, p, cost);
+    if (d) cached_denials.fetch_add(1, std::memory_order_relaxed);
+    return d;
+  }
+
+  // Bookkeeping for a decision the backend made.
+  void decided(std::string_view key, const policy& p, std::uint64_t cost, const decision& d) {
+    log.success();
     (d.allowed ? allowed : denied).fetch_add(1, std::memory_order_relaxed);
+    if (!d.allowed && p.cache_denials) denials.remember(key, p, cost, d);
   }
 
   // The decision of the policy's failure mode after the primary backend failed with `ec`.
@@ -59,8 +74,9 @@ struct limiter::state {
   }
 };
 
-limiter::limiter(std::shared_ptr<backend> primary, std::shared_ptr<backend> fallback)
-    : state_(std::make_shared<state>()) {
+limiter::limiter(std::shared_ptr<backend> primary, std::shared_ptr<backend> fallback,
+                 std::shared_ptr<const clock> time_source)
+    : state_(std::make_shared<state>(time_source ? std::move(time_source) : default_clock())) {
   if (!primary) throw std::invalid_argument("sluice::limiter needs a backend");
   state_->primary = std::move(primary);
   state_->fallback = fallback ? std::move(fallback) : make_memory_backend();
@@ -89,12 +105,12 @@ decision limiter::check(std::string_view key, const policy& p, std::uint64_t cos
     state_->invalid.fetch_add(1, std::memory_order_relaxed);
     return {};
   }
+  if (auto cached = state_->cached_denial(key, p, cost)) return *cached;
   decision d;
   if (auto bec = state_->primary->decide(key, p, cost, d)) {
     return state_->degrade(key, p, cost, bec);
   }
-  state_->log.success();
-  state_->count(d);
+  state_->decided(key, p, cost, d);
   return d;
 }
 
@@ -112,6 +128,10 @@ void limiter::start_check(std::string_view key, const policy& p, std::uint64_t c
     done(ec, decision{});
     return;
   }
+  if (auto cached = state_->cached_denial(key, p, cost)) {
+    done({}, *cached);
+    return;
+  }
   state_->primary->async_decide(
       key, p, cost,
       [st = state_, k = std::string(key), p, cost, done = std::move(done)](std::error_code ec,
@@ -119,8 +139,7 @@ void limiter::start_check(std::string_view key, const policy& p, std::uint64_t c
         if (ec) {
           d = st->degrade(k, p, cost, ec);
         } else {
-          st->log.success();
-          st->count(d);
+          st->decided(k, p, cost, d);
         }
         done({}, d);
       });
@@ -131,7 +150,7 @@ limiter_stats limiter::stats() const noexcept {
   constexpr auto r = std::memory_order_relaxed;
   return {s.allowed.load(r),       s.denied.load(r),          s.invalid.load(r),
           s.degraded_open.load(r), s.degraded_closed.load(r), s.degraded_local.load(r),
-          s.backend_errors.load(r)};
+          s.backend_errors.load(r),   s.cached_denials.load(r)};
 }
 
 }  // namespace sluice

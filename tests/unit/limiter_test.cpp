@@ -160,3 +160,88 @@ TEST(LimiterTest, FromUrlRejectsUnknownSchemes) {
 
 }  // namespace
 }  // namespace sluice
+
+namespace sluice {
+namespace {
+
+// Counts the calls that reach a real memory backend.
+class counting_backend final : public backend {
+ public:
+  explicit counting_backend(std::shared_ptr<backend> inner) : inner_(std::move(inner)) {}
+  int calls = 0;
+  std::error_code decide(std::string_view k, const policy& p, std::uint64_t c, decision& d) override {
+    ++calls;
+    return inner_->decide(k, p, c, d);
+  }
+  void async_decide(std::string_view k, const policy& p, std::uint64_t c, decide_handler h) override {
+    ++calls;
+    inner_->async_decide(k, p, c, std::move(h));
+  }
+
+ private:
+  std::shared_ptr<backend> inner_;
+};
+
+class DenyCacheTest : public ::testing::Test {
+ protected:
+  std::shared_ptr<manual_clock> clock_ = std::make_shared<manual_clock>();
+  std::shared_ptr<counting_backend> counted_ = std::make_shared<counting_backend>(
+      make_memory_backend({.time_source = clock_}));
+  limiter lim_{counted_, nullptr, clock_};
+  policy p_ = [] {
+    policy p = bucket(2, 1);
+    p.cache_denials = true;
+    return p;
+  }();
+};
+
+TEST_F(DenyCacheTest, RepeatedDenialsStayLocalUntilTheRetryTime) {
+  lim_.check("k", p_);
+  lim_.check("k", p_);
+  auto d = lim_.check("k", p_);  // denied by the backend: 1000 ms to the next token
+  ASSERT_FALSE(d.allowed);
+  EXPECT_EQ(counted_->calls, 3);
+  clock_->advance(milliseconds{400});
+  d = lim_.check("k", p_);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after, milliseconds{600});
+  EXPECT_EQ(counted_->calls, 3);  // no round trip
+  EXPECT_EQ(lim_.stats().cached_denials, 1u);
+  clock_->advance(milliseconds{600});
+  EXPECT_TRUE(lim_.check("k", p_).allowed);  // the backend decides again, and admits
+  EXPECT_EQ(counted_->calls, 4);
+}
+
+TEST_F(DenyCacheTest, NeverDeniesWhatTheBackendMightAdmit) {
+  lim_.check("k", p_, 2);
+  ASSERT_FALSE(lim_.check("k", p_, 2).allowed);  // needs 2 tokens: 2000 ms
+  clock_->advance(milliseconds{1000});
+  // One token exists now: a cost-1 request must reach the backend, and is admitted.
+  EXPECT_TRUE(lim_.check("k", p_, 1).allowed);
+  // Another policy on the same key is not answered from this policy's denial.
+  policy other = p_;
+  other.capacity = 5;
+  lim_.check("k", other, 1);
+  EXPECT_EQ(counted_->calls, 4);
+}
+
+TEST_F(DenyCacheTest, OffUnlessThePolicyAsks) {
+  policy plain = p_;
+  plain.cache_denials = false;
+  for (int i = 0; i < 5; ++i) lim_.check("k", plain);
+  EXPECT_EQ(counted_->calls, 5);
+  EXPECT_EQ(lim_.stats().cached_denials, 0u);
+}
+
+TEST_F(DenyCacheTest, AsyncChecksUseTheCacheToo) {
+  lim_.check("k", p_);
+  lim_.check("k", p_);
+  lim_.check("k", p_);
+  auto [ec, d] = lim_.async_check("k", p_, 1, boost::asio::use_future).get();
+  EXPECT_FALSE(ec);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(counted_->calls, 3);
+}
+
+}  // namespace
+}  // namespace sluice

@@ -1,0 +1,62 @@
+#include "core/deny_cache.hpp"
+
+#include <algorithm>
+
+#include "algorithm/token_bucket.hpp"
+
+namespace sluice::detail {
+
+deny_cache::deny_cache(std::shared_ptr<const clock> time_source, std::size_t max_entries,
+                       std::size_t shards)
+    : clock_(std::move(time_source)),
+      shards_(std::clamp<std::size_t>(shards, 1, std::max<std::size_t>(1, max_entries))),
+      per_shard_limit_(std::max<std::size_t>(1, max_entries / shards_.size())) {}
+
+std::optional<decision> deny_cache::lookup(std::string_view key, const policy& p,
+                                           std::uint64_t cost) {
+  shard& s = shard_for(key);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(key);
+  if (it == s.map.end()) return std::nullopt;
+  const entry& e = it->second;
+  const std::int64_t now = clock_->now().count();
+  if (now >= e.retry_at_us) {
+    s.map.erase(it);
+    return std::nullopt;
+  }
+  // Only a request at least as expensive, under the same limit, is surely still denied.
+  if (e.capacity != p.capacity || e.refill_per_second != p.refill_per_second || cost < e.cost) {
+    return std::nullopt;
+  }
+  decision d;
+  d.limit = p.capacity;
+  d.remaining = e.remaining;
+  d.retry_after = std::chrono::milliseconds{ceil_div(e.retry_at_us - now, 1000)};
+  d.reset_after = std::chrono::milliseconds{ceil_div(std::max<std::int64_t>(0, e.reset_at_us - now), 1000)};
+  return d;
+}
+
+void deny_cache::remember(std::string_view key, const policy& p, std::uint64_t cost,
+                          const decision& d) {
+  const std::int64_t now = clock_->now().count();
+  const entry e{p.capacity,
+                p.refill_per_second,
+                cost,
+                d.remaining,
+                now + std::chrono::microseconds(d.retry_after).count(),
+                now + std::chrono::microseconds(d.reset_after).count()};
+  shard& s = shard_for(key);
+  std::lock_guard lock(s.mu);
+  if (auto it = s.map.find(key); it != s.map.end()) {
+    it->second = e;
+    return;
+  }
+  if (s.map.size() >= per_shard_limit_) {
+    std::erase_if(s.map, [now](const auto& kv) { return kv.second.retry_at_us <= now; });
+    // Still full of live denials: skip caching this one; the backend still decides it.
+    if (s.map.size() >= per_shard_limit_) return;
+  }
+  s.map.emplace(std::string(key), e);
+}
+
+}  // namespace sluice::detail
