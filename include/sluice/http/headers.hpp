@@ -6,10 +6,12 @@
 ///   X-RateLimit-Remaining  whole tokens left
 ///   X-RateLimit-Reset      seconds until the bucket is full again, rounded up
 ///   RateLimit-Policy       `"<policy>";q=<capacity>;w=<seconds to refill from empty>`
-///   RateLimit              `"<policy>";r=<remaining>;t=<seconds until full, rounded up>`
+///   RateLimit              `"<policy>";r=<remaining>;t=<X-RateLimit-Reset, or Retry-After
+///                          when denied>`
 ///   Retry-After            on denial only: whole seconds, rounded up from the exact time
-/// RateLimit-Policy and RateLimit follow draft-ietf-httpapi-ratelimit-headers-10
-/// (Structured Field Lists of Items whose value is the policy name as an sf-string).
+/// RateLimit-Policy and RateLimit follow draft-ietf-httpapi-ratelimit-headers-11 (the
+/// Structured Field syntax introduced in -08): a List of Items whose value is the policy
+/// name as an sf-string, with Integer parameters.
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -61,18 +63,27 @@ struct problem {
   std::string instance;              ///< omitted when empty
   /// Extension member `retry_after` (whole seconds), present when set.
   std::optional<std::uint64_t> retry_after;
+  /// Extension member `violated-policies` (draft-ietf-httpapi-ratelimit-headers-11 §5.1),
+  /// present when not empty.
+  std::vector<std::string> violated_policies;
 };
+
+/// The problem type of draft-ietf-httpapi-ratelimit-headers-11 §5.1 (quota exceeded).
+inline constexpr std::string_view quota_exceeded_type =
+    "https://iana.org/assignments/http-problem-types#quota-exceeded";
 
 /// The `Content-Type` of a problem body.
 inline constexpr std::string_view problem_content_type = "application/problem+json";
 
 /// The JSON text of `p` (members in the order type, title, status, detail, instance,
-/// retry_after; strings escaped per RFC 8259).
+/// retry_after, violated-policies; strings escaped per RFC 8259; bytes that are not valid
+/// UTF-8 become U+FFFD).
 std::string to_json(const problem& p);
 
-/// The problem for a denied evaluation (or a denied decision of `policy_name`):
-/// type `about:blank`, title `Too Many Requests`, the given status, a detail naming the
-/// policy and the wait, and retry_after = ceil_seconds(retry_after).
+/// The problem for a denied decision of `policy_name` (or the binding rule of a denied
+/// evaluation): type quota_exceeded_type, title `Quota exceeded`, the given status, a
+/// detail naming the policy and the wait, retry_after = the Retry-After seconds, and
+/// violated-policies (for an evaluation: the policies of every denying non-shadow rule).
 problem rate_limited_problem(const decision& d, std::string_view policy_name,
                              unsigned status = 429);
 problem rate_limited_problem(const evaluation& e, unsigned status = 429);

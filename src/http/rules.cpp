@@ -1,0 +1,114 @@
+#include <sluice/http/rules.hpp>
+
+#include <set>
+#include <stdexcept>
+
+#include "http/text.hpp"
+
+namespace sluice::http {
+namespace {
+
+// The host without a port: `example.com:8080` -> `example.com`, `[::1]:80` -> `[::1]`.
+std::string_view host_only(std::string_view host) {
+  host = detail::trim(host);
+  if (!host.empty() && host.front() == '[') {
+    const auto close = host.find(']');
+    return close == std::string_view::npos ? host : host.substr(0, close + 1);
+  }
+  const auto colon = host.find(':');
+  // More than one colon: a bare IPv6 address, which has no port.
+  if (colon != std::string_view::npos && host.find(':', colon + 1) == std::string_view::npos) {
+    return host.substr(0, colon);
+  }
+  return host;
+}
+
+[[noreturn]] void invalid(const std::string& msg) { throw std::invalid_argument(msg); }
+
+std::string quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
+
+}  // namespace
+
+bool is_valid_name(std::string_view name) noexcept {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name) {
+    const bool ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                    c == '_' || c == '.' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+bool rule_match::matches(const request_facts& req) const {
+  const std::string_view path = std::string_view(req.path).substr(0, req.path.find('?'));
+  if (!path.starts_with(path_prefix)) return false;
+  if (!methods.empty()) {
+    bool any = false;
+    for (const auto& m : methods) any = any || detail::iequals(m, req.method);
+    if (!any) return false;
+  }
+  if (!hosts.empty()) {
+    const auto h = host_only(req.host);
+    bool any = false;
+    for (const auto& allowed : hosts) any = any || detail::iequals(allowed, h);
+    if (!any) return false;
+  }
+  return true;
+}
+
+rule_set::rule_set(std::map<std::string, sluice::policy, std::less<>> policies,
+                   std::vector<rule> rules, key_options options)
+    : policies_(std::move(policies)), rules_(std::move(rules)), options_(std::move(options)) {
+  if (options_.ipv6_prefix < 1 || options_.ipv6_prefix > 128) {
+    invalid("key_options: ipv6_prefix must be 1..128, not " + std::to_string(options_.ipv6_prefix));
+  }
+  if (options_.ipv4_prefix < 1 || options_.ipv4_prefix > 32) {
+    invalid("key_options: ipv4_prefix must be 1..32, not " + std::to_string(options_.ipv4_prefix));
+  }
+  for (const auto& [name, p] : policies_) {
+    if (!is_valid_name(name)) {
+      invalid("policy " + quoted(name) + ": a name is 1..64 characters of A-Z a-z 0-9 _ . -");
+    }
+    if (auto ec = validate(p)) invalid("policy " + quoted(name) + ": " + ec.message());
+  }
+  std::set<std::string, std::less<>> names;
+  for (const auto& r : rules_) {
+    const auto what = "rule " + quoted(r.name) + ": ";
+    if (!is_valid_name(r.name)) {
+      invalid(what + "a name is 1..64 characters of A-Z a-z 0-9 _ . -");
+    }
+    if (!names.insert(r.name).second) invalid("duplicate rule name " + quoted(r.name));
+    const auto* p = find_policy(r.policy);
+    if (!p) invalid(what + "unknown policy " + quoted(r.policy));
+    if (r.cost < 1) invalid(what + "cost must be at least 1");
+    if (r.cost > p->capacity) {
+      invalid(what + "cost " + std::to_string(r.cost) + " exceeds the capacity " +
+              std::to_string(p->capacity) + " of policy " + quoted(r.policy));
+    }
+    if (!r.match.path_prefix.starts_with('/')) {
+      invalid(what + "path_prefix must start with '/', not " + quoted(r.match.path_prefix));
+    }
+    for (const auto& m : r.match.methods) {
+      if (!detail::is_token(m)) invalid(what + "method " + quoted(m) + " is not a valid method");
+    }
+    for (const auto& h : r.match.hosts) {
+      if (detail::trim(h).empty()) invalid(what + "a host is empty");
+    }
+    if (r.key.alternatives().empty()) invalid(what + "key has no alternative");
+  }
+}
+
+const sluice::policy* rule_set::find_policy(std::string_view name) const noexcept {
+  const auto it = policies_.find(name);
+  return it == policies_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::size_t> rule_set::matching(const request_facts& req) const {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < rules_.size(); ++i) {
+    if (rules_[i].match.matches(req)) out.push_back(i);
+  }
+  return out;
+}
+
+}  // namespace sluice::http
