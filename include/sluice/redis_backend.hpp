@@ -25,15 +25,32 @@ std::optional<redis_url> parse_redis_url(std::string_view url, std::string* why 
 
 struct redis_options {
   std::string url = "redis://127.0.0.1:6379";
-  std::string key_prefix = "sluice:";                ///< prepended to every key
-  std::chrono::milliseconds connect_timeout{250};    ///< per connection attempt
-  std::chrono::milliseconds command_timeout{50};     ///< per decision, queueing included
-  std::size_t max_in_flight = 65536;                 ///< more waiting calls fail fast
+  std::string key_prefix = "sluice:";  ///< prepended to every key
+  /// Per connection attempt: TCP connect plus the handshake (AUTH, SELECT, SCRIPT LOAD,
+  /// PING). A server that accepts but does not answer fails the attempt.
+  std::chrono::milliseconds connect_timeout{250};
+  /// Per decision, from the call to its completion, queueing included. A connection whose
+  /// oldest request gets no reply in this time is considered stuck and is reconnected.
+  /// (A decision that meets NOSCRIPT is re-sent as EVAL with a fresh timeout.)
+  std::chrono::milliseconds command_timeout{50};
+  std::size_t max_in_flight = 65536;  ///< more waiting calls fail fast
+  /// Reconnect delays: the first retry after losing a connection is immediate, then
+  /// backoff_min doubling up to backoff_max, each with jitter (a random 50..100%).
+  std::chrono::milliseconds reconnect_backoff_min{25};
+  std::chrono::milliseconds reconnect_backoff_max{1000};
 };
 
 /// Creates the backend and starts its I/O thread; connecting happens in the background
 /// (and again after any failure), so this does not block. Throws std::invalid_argument
 /// for a malformed URL.
+///
+/// Errors its decide()/async_decide() report (sluice::errc): backend_unavailable (not
+/// connected: refused, lost, or reconnecting; reported at once, without waiting),
+/// backend_timeout, backend_overloaded (max_in_flight reached), backend_script_error,
+/// backend_protocol_error, backend_shutting_down (the backend is being destroyed).
+/// async_decide's handler runs on the backend's I/O thread, or inline when the call is
+/// refused at once. Destroying the backend completes every pending call with
+/// backend_shutting_down and joins the thread.
 std::shared_ptr<backend> make_redis_backend(redis_options options);
 
 }  // namespace sluice

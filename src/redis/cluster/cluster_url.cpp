@@ -1,0 +1,118 @@
+// parse_redis_cluster_url and parse_redis_sentinel_url. Each host, and the user info, is
+// checked by parse_redis_url (the one place that knows hosts, ports, IPv6 brackets and
+// percent-encoding), so the three URL kinds accept exactly the same spellings.
+#include <sluice/redis_cluster.hpp>
+
+#include <charconv>
+#include <limits>
+
+namespace sluice {
+namespace {
+
+bool fail(std::string* why, std::string text) {
+  if (why) *why = std::move(text);
+  return false;
+}
+
+// True when `host_port` names a port ("h:p", "[v6]:p"); otherwise the default is added.
+bool has_port(std::string_view host_port) {
+  if (host_port.starts_with('[')) {
+    const auto close = host_port.find(']');
+    return close != std::string_view::npos && close + 1 < host_port.size();
+  }
+  return host_port.find(':') != std::string_view::npos;
+}
+
+// "user:pass@h1:p1,h2:p2" -> credentials and endpoints.
+bool parse_authority(std::string_view authority, std::uint16_t default_port, std::string& user,
+                     std::string& password, std::vector<redis_endpoint>& out, std::string* why) {
+  // The last '@' ends the user info, as in parse_redis_url (an unencoded '@' in a password).
+  const auto at = authority.rfind('@');
+  std::string_view hosts = authority;
+  if (at != std::string_view::npos) {
+    const std::string_view userinfo = authority.substr(0, at);
+    hosts = authority.substr(at + 1);
+    const auto creds = parse_redis_url("redis://" + std::string(userinfo) + "@127.0.0.1", why);
+    if (!creds) return false;
+    user = creds->user;
+    password = creds->password;
+  }
+  if (hosts.empty()) return fail(why, "missing host:port");
+  for (std::size_t start = 0; start <= hosts.size();) {
+    const auto comma = std::min(hosts.find(',', start), hosts.size());
+    const std::string_view one = hosts.substr(start, comma - start);
+    if (one.empty()) return fail(why, "empty host in the list (a stray ',')");
+    std::string url = "redis://" + std::string(one);
+    if (!has_port(one)) url += ":" + std::to_string(default_port);
+    std::string host_why;
+    const auto parsed = parse_redis_url(url, &host_why);
+    if (!parsed) return fail(why, "\"" + std::string(one) + "\": " + host_why);
+    out.push_back({parsed->host, parsed->port});
+    start = comma + 1;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<redis_cluster_url> parse_redis_cluster_url(std::string_view url, std::string* why) {
+  constexpr std::string_view scheme = "redis+cluster://";
+  if (!url.starts_with(scheme)) {
+    fail(why, "a Redis Cluster URL must start with redis+cluster://");
+    return std::nullopt;
+  }
+  std::string_view rest = url.substr(scheme.size());
+  if (rest.find_first_of("?#") != std::string_view::npos) {
+    fail(why, "query parameters and fragments are not supported in a Redis URL");
+    return std::nullopt;
+  }
+  if (rest.ends_with('/')) rest.remove_suffix(1);
+  if (rest.find('/') != std::string_view::npos) {
+    fail(why, "a Redis Cluster has only database 0: remove the \"/...\" after the hosts");
+    return std::nullopt;
+  }
+  redis_cluster_url out;
+  if (!parse_authority(rest, 6379, out.user, out.password, out.seeds, why)) return std::nullopt;
+  return out;
+}
+
+std::optional<redis_sentinel_url> parse_redis_sentinel_url(std::string_view url,
+                                                           std::string* why) {
+  constexpr std::string_view scheme = "redis+sentinel://";
+  if (!url.starts_with(scheme)) {
+    fail(why, "a Redis Sentinel URL must start with redis+sentinel://");
+    return std::nullopt;
+  }
+  std::string_view rest = url.substr(scheme.size());
+  if (rest.find_first_of("?#") != std::string_view::npos) {
+    fail(why, "query parameters and fragments are not supported in a Redis URL");
+    return std::nullopt;
+  }
+  const auto slash = rest.find('/');
+  if (slash == std::string_view::npos) {
+    fail(why, "missing the master's name: redis+sentinel://host:port/MASTER_NAME");
+    return std::nullopt;
+  }
+  redis_sentinel_url out;
+  if (!parse_authority(rest.substr(0, slash), 26379, out.user, out.password, out.sentinels, why))
+    return std::nullopt;
+  std::string_view path = rest.substr(slash + 1);
+  const auto db_slash = path.find('/');
+  out.master_name = std::string(path.substr(0, db_slash));
+  if (out.master_name.empty()) {
+    fail(why, "missing the master's name: redis+sentinel://host:port/MASTER_NAME");
+    return std::nullopt;
+  }
+  if (db_slash != std::string_view::npos) {
+    const std::string_view db = path.substr(db_slash + 1);
+    const auto [p, ec] = std::from_chars(db.data(), db.data() + db.size(), out.db);
+    if (db.empty() || ec != std::errc{} || p != db.data() + db.size() || out.db < 0) {
+      fail(why, "database must be a non-negative integer after the master's name, got \"" +
+                    std::string(db) + "\"");
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
+}  // namespace sluice

@@ -1,0 +1,394 @@
+#include "redis/connection.hpp"
+
+#include <sluice/error.hpp>
+
+#include <algorithm>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+
+namespace sluice::redis {
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+std::chrono::milliseconds backoff_delay(unsigned attempt, std::chrono::milliseconds min,
+                                        std::chrono::milliseconds max) noexcept {
+  if (attempt == 0) return std::chrono::milliseconds{0};
+  auto d = std::max(min, std::chrono::milliseconds{1});
+  for (unsigned i = 1; i < attempt && d < max; ++i) d *= 2;
+  return std::min(d, max);
+}
+
+connection::connection(asio::io_context& io, connection_config config)
+    : config_(std::move(config)),
+      io_(io),
+      socket_(io),
+      resolver_(io),
+      deadline_timer_(io),
+      connect_timer_(io),
+      backoff_timer_(io),
+      read_buffer_(64 * 1024),
+      jitter_(std::random_device{}()) {}
+
+connection::~connection() = default;
+
+void connection::start() {
+  asio::post(io_, [self = shared_from_this()] { self->connect(); });
+}
+
+void connection::stop() {
+  asio::post(io_, [self = shared_from_this()] { self->do_stop(); });
+}
+
+void connection::async_exec(std::string command, exec_handler handler) {
+  // The circuit breaker: one atomic load while Redis is known to be down.
+  switch (current_state()) {
+    case state::down:
+      handler(make_error_code(errc::backend_unavailable), nullptr);
+      return;
+    case state::stopped:
+      handler(make_error_code(errc::backend_shutting_down), nullptr);
+      return;
+    default:
+      break;
+  }
+  if (pending_.fetch_add(1, std::memory_order_relaxed) >= config_.max_in_flight) {
+    pending_.fetch_sub(1, std::memory_order_relaxed);
+    handler(make_error_code(errc::backend_overloaded), nullptr);
+    return;
+  }
+  bool post = false;
+  {
+    std::unique_lock lock(mu_);
+    if (stopped_) {
+      lock.unlock();
+      pending_.fetch_sub(1, std::memory_order_relaxed);
+      handler(make_error_code(errc::backend_shutting_down), nullptr);
+      return;
+    }
+    submitted_.push_back(
+        {std::move(command), clock::now() + config_.command_timeout, std::move(handler)});
+    post = !std::exchange(flush_posted_, true);
+  }
+  // One posted flush serves everything submitted until it runs: that is the pipelining.
+  if (post) asio::post(io_, [self = shared_from_this()] { self->flush(); });
+}
+
+void connection::complete(request& r, std::error_code ec, reply_ptr reply) {
+  if (!r.handler) return;
+  auto h = std::exchange(r.handler, nullptr);
+  pending_.fetch_sub(1, std::memory_order_relaxed);
+  h(ec, std::move(reply));
+}
+
+void connection::fail_all(std::deque<request>& q, std::error_code ec) {
+  // Handlers may submit again (a NOSCRIPT retry); they land in submitted_, not in q.
+  auto taken = std::exchange(q, {});
+  for (auto& r : taken) complete(r, ec);
+}
+
+void connection::flush() {
+  std::vector<request> batch;
+  {
+    std::lock_guard lock(mu_);
+    batch.swap(submitted_);
+    flush_posted_ = false;
+  }
+  const state s = current_state();
+  for (auto& r : batch) {
+    if (s == state::down) {
+      complete(r, make_error_code(errc::backend_unavailable));
+    } else if (s == state::stopped) {
+      complete(r, make_error_code(errc::backend_shutting_down));
+    } else {
+      unsent_.push_back(std::move(r));
+    }
+  }
+  write_pending();
+  arm_deadline_timer();
+}
+
+void connection::write_pending() {
+  if (writing_ || unsent_.empty() || current_state() != state::up) return;
+  write_buffer_.clear();
+  for (auto& r : unsent_) {
+    write_buffer_ += r.command;
+    r.command = std::string();  // the bytes now live in write_buffer_
+    in_flight_.push_back(std::move(r));
+  }
+  unsent_.clear();
+  writing_ = true;
+  asio::async_write(
+      socket_, asio::buffer(write_buffer_),
+      [self = shared_from_this(), gen = generation_](boost::system::error_code ec, std::size_t) {
+        if (gen != self->generation_) return;
+        self->writing_ = false;
+        if (ec) {
+          self->lose_connection(make_error_code(errc::backend_unavailable),
+                                "write failed: " + ec.message());
+          return;
+        }
+        self->write_pending();
+      });
+}
+
+void connection::arm_deadline_timer() {
+  if (deadline_armed_) return;
+  const request* oldest = nullptr;
+  for (const auto& r : in_flight_) {
+    if (r.handler) {
+      oldest = &r;
+      break;
+    }
+  }
+  if (!oldest && !unsent_.empty()) oldest = &unsent_.front();
+  if (!oldest) return;
+  deadline_armed_ = true;
+  deadline_timer_.expires_at(oldest->deadline);
+  deadline_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+    self->deadline_armed_ = false;
+    if (ec || self->current_state() == state::stopped) return;
+    self->on_deadline();
+  });
+}
+
+void connection::on_deadline() {
+  // The timer was set for a request that may have been answered since; it is re-armed
+  // for whatever is oldest now, so replies never touch the timer.
+  const auto now = clock::now();
+  for (auto& r : in_flight_) {
+    if (!r.handler) continue;
+    if (r.deadline <= now) {
+      // Written, and no reply within the whole timeout: the connection is stuck (a
+      // stopped or overloaded server, a black hole). Reconnecting is the only way to tell.
+      complete(r, make_error_code(errc::backend_timeout));
+      lose_connection(make_error_code(errc::backend_timeout),
+                      "no reply within the command timeout");
+      return;
+    }
+    break;
+  }
+  bool stuck_writing = false;
+  while (!unsent_.empty() && unsent_.front().deadline <= now) {
+    // Unsent past its deadline: still connecting, or a write that does not finish.
+    stuck_writing = stuck_writing || current_state() == state::up;
+    complete(unsent_.front(), make_error_code(errc::backend_timeout));
+    unsent_.pop_front();
+  }
+  if (stuck_writing) {
+    lose_connection(make_error_code(errc::backend_timeout), "a write did not finish in time");
+    return;
+  }
+  arm_deadline_timer();
+}
+
+void connection::reset_socket() {
+  ++generation_;
+  boost::system::error_code ignored;
+  socket_.close(ignored);
+  resolver_.cancel();
+  connect_timer_.cancel();
+  writing_ = false;
+  connecting_ = false;
+  handshake_left_ = 0;
+}
+
+void connection::connect() {
+  if (current_state() == state::stopped) return;
+  reset_socket();
+  reader_ = std::make_unique<reply_reader>();
+  connecting_ = true;
+  const auto gen = generation_;
+
+  connect_timer_.expires_after(config_.connect_timeout);
+  connect_timer_.async_wait([self = shared_from_this(), gen](boost::system::error_code ec) {
+    // The timer may have expired just as the handshake finished: connecting_ tells.
+    if (ec || gen != self->generation_ || !self->connecting_) return;
+    self->connect_failed("no connection and handshake within " +
+                         std::to_string(self->config_.connect_timeout.count()) + " ms");
+  });
+
+  auto on_connect = [self = shared_from_this(), gen](boost::system::error_code ec,
+                                                     const tcp::endpoint&) {
+    if (gen != self->generation_) return;
+    if (ec) {
+      self->connect_failed(ec.message());
+      return;
+    }
+    self->on_connected();
+  };
+  boost::system::error_code addr_ec;
+  const auto addr = asio::ip::make_address(config_.host, addr_ec);
+  if (!addr_ec) {
+    const std::vector<tcp::endpoint> endpoints{tcp::endpoint(addr, config_.port)};
+    asio::async_connect(socket_, endpoints, std::move(on_connect));
+    return;
+  }
+  resolver_.async_resolve(
+      config_.host, std::to_string(config_.port),
+      [self = shared_from_this(), gen, on_connect = std::move(on_connect)](
+          boost::system::error_code ec, tcp::resolver::results_type results) mutable {
+        if (gen != self->generation_) return;
+        if (ec) {
+          self->connect_failed("cannot resolve " + self->config_.host + ": " + ec.message());
+          return;
+        }
+        asio::async_connect(self->socket_, results, std::move(on_connect));
+      });
+}
+
+void connection::on_connected() {
+  boost::system::error_code ignored;
+  socket_.set_option(tcp::no_delay(true), ignored);
+  // The handshake doubles as a health check: a server that accepts but does not answer
+  // (stopped, a black hole) fails here within connect_timeout instead of serving.
+  write_buffer_ = config_.handshake;
+  append_command(write_buffer_, {"PING"});
+  handshake_left_ = config_.handshake_replies + 1;
+  writing_ = true;
+  asio::async_write(
+      socket_, asio::buffer(write_buffer_),
+      [self = shared_from_this(), gen = generation_](boost::system::error_code ec, std::size_t) {
+        if (gen != self->generation_) return;
+        self->writing_ = false;
+        if (ec) {
+          self->connect_failed("handshake write failed: " + ec.message());
+          return;
+        }
+        // Requests wait in unsent_ until the handshake is answered; if that
+        // happened before this completion ran, they go now.
+        self->write_pending();
+      });
+  start_read();
+}
+
+void connection::start_read() {
+  socket_.async_read_some(
+      asio::buffer(read_buffer_),
+      [self = shared_from_this(), gen = generation_](boost::system::error_code ec, std::size_t n) {
+        if (gen != self->generation_) return;
+        if (ec) {
+          const std::string why =
+              ec == asio::error::eof ? "closed by the server" : "read failed: " + ec.message();
+          if (self->handshake_left_ > 0) {
+            self->connect_failed(why);
+          } else {
+            self->lose_connection(make_error_code(errc::backend_unavailable), why);
+          }
+          return;
+        }
+        if (!self->reader_->feed(self->read_buffer_.data(), n)) {
+          self->lose_connection(make_error_code(errc::backend_protocol_error), "out of memory");
+          return;
+        }
+        for (;;) {
+          reply_ptr reply;
+          const auto st = self->reader_->next(reply);
+          if (st == reply_reader::status::incomplete) break;
+          if (st == reply_reader::status::protocol_error) {
+            self->lose_connection(make_error_code(errc::backend_protocol_error),
+                                  "protocol error: " + std::string(self->reader_->error_text()));
+            return;
+          }
+          self->on_reply(std::move(reply));
+          if (gen != self->generation_) return;  // the reply ended this connection
+        }
+        self->start_read();
+      });
+}
+
+void connection::on_reply(reply_ptr reply) {
+  if (handshake_left_ > 0) {
+    if (is_error(*reply)) {
+      connect_failed("handshake refused: " + std::string(reply_text(*reply)));
+      return;
+    }
+    if (--handshake_left_ == 0) up();
+    return;
+  }
+  if (in_flight_.empty()) {
+    lose_connection(make_error_code(errc::backend_protocol_error), "a reply nobody asked for");
+    return;
+  }
+  request r = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  complete(r, {}, std::move(reply));  // a request that already timed out has no handler
+}
+
+void connection::up() {
+  connecting_ = false;
+  connect_timer_.cancel();
+  attempt_ = 0;
+  set_state(state::up);
+  spdlog::info("{}: connected to {}:{}", config_.name, config_.host, config_.port);
+  write_pending();
+  arm_deadline_timer();
+}
+
+void connection::set_state(state s) { state_.store(s, std::memory_order_release); }
+
+void connection::connect_failed(const std::string& why) {
+  if (current_state() == state::stopped) return;
+  reset_socket();
+  const state before = current_state();
+  if (before != state::down) {
+    set_state(state::down);
+    spdlog::warn("{}: cannot connect to {}:{} ({}); failing fast and retrying in the background",
+                 config_.name, config_.host, config_.port, why);
+  } else {
+    spdlog::debug("{}: reconnect attempt {} failed: {}", config_.name, attempt_, why);
+  }
+  // Requests that waited for the first connection, and any written during a handshake.
+  fail_all(in_flight_, make_error_code(errc::backend_unavailable));
+  fail_all(unsent_, make_error_code(errc::backend_unavailable));
+  if (attempt_ == 0) attempt_ = 1;  // a failed attempt is never retried with no delay
+  schedule_reconnect();
+}
+
+void connection::lose_connection(std::error_code for_in_flight, const std::string& why) {
+  if (current_state() == state::stopped) return;
+  reset_socket();
+  set_state(state::down);
+  spdlog::warn("{}: connection to {}:{} lost ({}); failing fast while reconnecting", config_.name,
+               config_.host, config_.port, why);
+  fail_all(in_flight_, for_in_flight);
+  fail_all(unsent_, make_error_code(errc::backend_unavailable));
+  schedule_reconnect();
+}
+
+void connection::schedule_reconnect() {
+  auto delay = backoff_delay(attempt_++, config_.backoff_min, config_.backoff_max);
+  if (delay.count() > 1) {
+    // Jitter in [delay/2, delay]: clients that lost one server do not return in lockstep.
+    std::uniform_int_distribution<long> dist(delay.count() / 2, delay.count());
+    delay = std::chrono::milliseconds{dist(jitter_)};
+  }
+  backoff_timer_.expires_after(delay);
+  backoff_timer_.async_wait(
+      [self = shared_from_this(), gen = generation_](boost::system::error_code ec) {
+        if (ec || gen != self->generation_) return;
+        self->connect();
+      });
+}
+
+void connection::do_stop() {
+  std::vector<request> batch;
+  {
+    std::lock_guard lock(mu_);
+    stopped_ = true;
+    batch.swap(submitted_);
+  }
+  set_state(state::stopped);
+  reset_socket();
+  deadline_timer_.cancel();
+  backoff_timer_.cancel();
+  const auto ec = make_error_code(errc::backend_shutting_down);
+  fail_all(in_flight_, ec);
+  fail_all(unsent_, ec);
+  for (auto& r : batch) complete(r, ec);
+}
+
+}  // namespace sluice::redis

@@ -1,0 +1,84 @@
+#include "redis/token_bucket_command.hpp"
+
+#include <sluice/error.hpp>
+#include <sluice/policy.hpp>
+
+#include <array>
+#include <charconv>
+
+#include "redis/scripts.hpp"
+
+namespace sluice::redis {
+namespace {
+
+// A decimal integer in a buffer that outlives the append_command call.
+struct decimal {
+  explicit decimal(std::int64_t v) noexcept {
+    len = static_cast<std::size_t>(std::to_chars(buf.data(), buf.data() + buf.size(), v).ptr -
+                                   buf.data());
+  }
+  std::string_view view() const noexcept { return {buf.data(), len}; }
+  std::array<char, 24> buf{};
+  std::size_t len = 0;
+};
+
+}  // namespace
+
+void append_token_bucket_command(std::string& out, script_call call, std::string_view full_key,
+                                 const detail::token_bucket_params& params,
+                                 std::optional<std::int64_t> now_ms) {
+  const decimal cap(params.capacity_ut), rate(params.rate_ut_per_ms), cost(params.cost_ut),
+      now(now_ms.value_or(0));
+  const std::string_view script = call == script_call::evalsha ? detail::lua_token_bucket.sha1
+                                                               : detail::lua_token_bucket.source;
+  const std::array<std::string_view, 8> args{call == script_call::evalsha ? "EVALSHA" : "EVAL",
+                                             script,
+                                             "1",
+                                             full_key,
+                                             cap.view(),
+                                             rate.view(),
+                                             cost.view(),
+                                             now.view()};
+  append_command(out, args.data(), now_ms ? 8 : 7);
+}
+
+script_reply parse_token_bucket_reply(const redisReply& reply,
+                                      detail::token_bucket_outcome& out) noexcept {
+  if (reply.type == REDIS_REPLY_ERROR) {
+    return is_error(reply, "NOSCRIPT") ? script_reply::noscript : script_reply::failed;
+  }
+  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 4) return script_reply::malformed;
+  for (std::size_t i = 0; i < 4; ++i) {
+    const redisReply* e = reply.element[i];
+    if (!e || e->type != REDIS_REPLY_INTEGER || e->integer < 0) return script_reply::malformed;
+  }
+  const long long allowed = reply.element[0]->integer;
+  // Bounds keep the conversion to micro-tokens from overflowing on a nonsense reply.
+  if (allowed > 1 || reply.element[1]->integer > static_cast<long long>(max_capacity))
+    return script_reply::malformed;
+  out = {};
+  out.allowed = allowed == 1;
+  out.remaining_ut = reply.element[1]->integer * detail::micro_tokens_per_token;
+  out.retry_after_ms = reply.element[2]->integer;
+  out.reset_after_ms = reply.element[3]->integer;
+  if (out.allowed && out.retry_after_ms != 0) return script_reply::malformed;
+  return script_reply::decided;
+}
+
+std::error_code to_decision(const redisReply& reply, std::uint64_t capacity,
+                            decision& out) noexcept {
+  detail::token_bucket_outcome o;
+  switch (parse_token_bucket_reply(reply, o)) {
+    case script_reply::decided:
+      out = detail::to_decision(o, capacity);
+      return {};
+    case script_reply::noscript:
+    case script_reply::failed:
+      return make_error_code(errc::backend_script_error);
+    case script_reply::malformed:
+      break;
+  }
+  return make_error_code(errc::backend_protocol_error);
+}
+
+}  // namespace sluice::redis
