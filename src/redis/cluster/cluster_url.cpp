@@ -76,8 +76,7 @@ std::optional<redis_cluster_url> parse_redis_cluster_url(std::string_view url, s
   return out;
 }
 
-std::optional<redis_sentinel_url> parse_redis_sentinel_url(std::string_view url,
-                                                           std::string* why) {
+std::optional<redis_sentinel_url> parse_redis_sentinel_url(std::string_view url, std::string* why) {
   constexpr std::string_view scheme = "redis+sentinel://";
   if (!url.starts_with(scheme)) {
     fail(why, "a Redis Sentinel URL must start with redis+sentinel://");

@@ -1,0 +1,83 @@
+// redis+cluster:// and redis+sentinel:// URLs.
+#include <gtest/gtest.h>
+
+#include <sluice/redis_cluster.hpp>
+
+namespace sluice {
+namespace {
+
+TEST(ClusterUrlTest, ClusterSeeds) {
+  std::string why;
+  auto u =
+      parse_redis_cluster_url("redis+cluster://127.0.0.1:7000,127.0.0.1:7001,[::1]:7002", &why);
+  ASSERT_TRUE(u) << why;
+  ASSERT_EQ(u->seeds.size(), 3u);
+  EXPECT_EQ(u->seeds[0].host, "127.0.0.1");
+  EXPECT_EQ(u->seeds[0].port, 7000);
+  EXPECT_EQ(u->seeds[1].port, 7001);
+  EXPECT_EQ(u->seeds[2].host, "::1");
+  EXPECT_EQ(u->seeds[2].port, 7002);
+  EXPECT_TRUE(u->user.empty());
+  EXPECT_TRUE(u->password.empty());
+}
+
+TEST(ClusterUrlTest, ClusterCredentialsAndDefaultPort) {
+  auto u = parse_redis_cluster_url("redis+cluster://app:p%40ss,w@localhost,127.0.0.1:7001/");
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->user, "app");
+  EXPECT_EQ(u->password, "p@ss,w");
+  ASSERT_EQ(u->seeds.size(), 2u);
+  EXPECT_EQ(u->seeds[0].host, "localhost");
+  EXPECT_EQ(u->seeds[0].port, 6379);
+  auto pw = parse_redis_cluster_url("redis+cluster://:secret@127.0.0.1:7000");
+  ASSERT_TRUE(pw);
+  EXPECT_TRUE(pw->user.empty());
+  EXPECT_EQ(pw->password, "secret");
+}
+
+TEST(ClusterUrlTest, ClusterRejects) {
+  std::string why;
+  EXPECT_FALSE(parse_redis_cluster_url("redis://127.0.0.1:7000", &why));
+  EXPECT_NE(why.find("redis+cluster://"), std::string::npos);
+  EXPECT_FALSE(parse_redis_cluster_url("redis+cluster://", &why));
+  EXPECT_FALSE(parse_redis_cluster_url("redis+cluster://127.0.0.1:7000,", &why));
+  EXPECT_FALSE(parse_redis_cluster_url("redis+cluster://127.0.0.1:7000,,h:1", &why));
+  EXPECT_FALSE(parse_redis_cluster_url("redis+cluster://127.0.0.1:70000", &why));
+  EXPECT_NE(why.find("70000"), std::string::npos);
+  EXPECT_FALSE(parse_redis_cluster_url("redis+cluster://127.0.0.1:7000/1", &why));
+  EXPECT_NE(why.find("database"), std::string::npos);
+  EXPECT_FALSE(parse_redis_cluster_url("redis+cluster://127.0.0.1:7000?x=1", &why));
+  EXPECT_FALSE(parse_redis_cluster_url("redis+cluster://user@127.0.0.1:7000", &why));
+}
+
+TEST(ClusterUrlTest, Sentinel) {
+  std::string why;
+  auto u = parse_redis_sentinel_url("redis+sentinel://127.0.0.1:26380,127.0.0.1/mymaster", &why);
+  ASSERT_TRUE(u) << why;
+  ASSERT_EQ(u->sentinels.size(), 2u);
+  EXPECT_EQ(u->sentinels[0].port, 26380);
+  EXPECT_EQ(u->sentinels[1].port, 26379);  // the sentinel default
+  EXPECT_EQ(u->master_name, "mymaster");
+  EXPECT_EQ(u->db, 0);
+  auto db = parse_redis_sentinel_url("redis+sentinel://u:pw@[::1]:5000/m/3");
+  ASSERT_TRUE(db);
+  EXPECT_EQ(db->user, "u");
+  EXPECT_EQ(db->password, "pw");
+  EXPECT_EQ(db->sentinels[0].host, "::1");
+  EXPECT_EQ(db->master_name, "m");
+  EXPECT_EQ(db->db, 3);
+}
+
+TEST(ClusterUrlTest, SentinelRejects) {
+  std::string why;
+  EXPECT_FALSE(parse_redis_sentinel_url("redis+sentinel://127.0.0.1:26379", &why));
+  EXPECT_NE(why.find("MASTER_NAME"), std::string::npos);
+  EXPECT_FALSE(parse_redis_sentinel_url("redis+sentinel://127.0.0.1:26379/", &why));
+  EXPECT_FALSE(parse_redis_sentinel_url("redis+sentinel://127.0.0.1:26379/m/x", &why));
+  EXPECT_FALSE(parse_redis_sentinel_url("redis+sentinel://127.0.0.1:26379/m/-1", &why));
+  EXPECT_FALSE(parse_redis_sentinel_url("redis+cluster://127.0.0.1:26379/m", &why));
+  EXPECT_FALSE(parse_redis_sentinel_url("redis+sentinel:///m", &why));
+}
+
+}  // namespace
+}  // namespace sluice
