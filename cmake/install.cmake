@@ -1,0 +1,32 @@
+# Installs the library, its headers and a relocatable CMake package, so another project can
+# `find_package(sluice)` and `target_link_libraries(app sluice::sluice)`. The tools install
+# themselves (cli/, daemon/). Included by the top CMakeLists when SLUICE_INSTALL is on.
+include(CMakePackageConfigHelpers)
+
+set(SLUICE_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/sluice
+    CACHE STRING "Where sluiceConfig.cmake is installed, relative to the prefix")
+
+install(TARGETS sluice
+  EXPORT sluice-targets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+  FILE_SET HEADERS DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+
+install(EXPORT sluice-targets
+  NAMESPACE sluice::
+  FILE sluiceTargets.cmake
+  DESTINATION ${SLUICE_INSTALL_CMAKEDIR})
+
+configure_package_config_file(
+  ${CMAKE_CURRENT_LIST_DIR}/sluiceConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/sluiceConfig.cmake
+  INSTALL_DESTINATION ${SLUICE_INSTALL_CMAKEDIR})
+# find_package(sluice 0.1) accepts 0.1 and later 0.y, never 1.x.
+write_basic_package_version_file(
+  ${PROJECT_BINARY_DIR}/sluiceConfigVersion.cmake
+  COMPATIBILITY SameMajorVersion)
+
+install(FILES ${PROJECT_BINARY_DIR}/sluiceConfig.cmake
+              ${PROJECT_BINARY_DIR}/sluiceConfigVersion.cmake
+        DESTINATION ${SLUICE_INSTALL_CMAKEDIR})
