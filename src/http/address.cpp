@@ -15,7 +15,9 @@ namespace {
 constexpr std::size_t max_text = 64;
 
 std::optional<ip_address> pton4(std::string_view s) noexcept {
-  if (s.empty() || s.size() >= max_text) return std::nullopt;
+  if (s.empty() || s.size() >= max_text || s.find('\0') != std::string_view::npos) {
+    return std::nullopt;
+  }
   char buf[max_text];
   std::memcpy(buf, s.data(), s.size());
   buf[s.size()] = '\0';
@@ -32,7 +34,9 @@ std::optional<ip_address> pton6(std::string_view s) noexcept {
     if (pct + 1 == s.size()) return std::nullopt;  // an empty zone is malformed
     s = s.substr(0, pct);
   }
-  if (s.empty() || s.size() >= max_text) return std::nullopt;
+  if (s.empty() || s.size() >= max_text || s.find('\0') != std::string_view::npos) {
+    return std::nullopt;
+  }
   char buf[max_text];
   std::memcpy(buf, s.data(), s.size());
   buf[s.size()] = '\0';
@@ -63,7 +67,8 @@ bool is_port(std::string_view s) noexcept {
 
 std::optional<ip_address> parse_ip(std::string_view text) noexcept {
   text = detail::trim(text);
-  if (text.empty()) return std::nullopt;
+  // inet_pton would stop at an embedded NUL and accept the prefix before it.
+  if (text.empty() || text.find('\0') != std::string_view::npos) return std::nullopt;
   if (text.front() == '[') {
     const auto close = text.find(']');
     if (close == std::string_view::npos) return std::nullopt;

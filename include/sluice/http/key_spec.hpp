@@ -48,7 +48,7 @@ class key_spec {
   static std::optional<key_spec> parse(std::string_view text, std::string* why = nullptr);
 
   /// The key for `req`, or std::nullopt when no alternative is complete. Parts are tagged
-  /// and escaped (`ip=192.0.2.7`, `h:x-api-key=abc`, joined by `|`; `%`, `|` and control
+  /// and escaped (`ip=192.0.2.7`, `h:x-api-key=abc`, joined by `|`; `%`, `|`, `#` and control
   /// bytes in values are %-escaped) so that different facts never yield the same key;
   /// a value longer than 128 bytes is replaced by `#` and a 128-bit hash of it.
   std::optional<std::string> derive(const request_facts& req, const key_options& opts) const;
