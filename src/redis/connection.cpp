@@ -43,7 +43,7 @@ void connection::stop() {
   asio::post(io_, [self = shared_from_this()] { self->do_stop(); });
 }
 
-void connection::async_exec(std::string command, exec_handler handler) {
+void connection::async_exec(std::string command, exec_handler handler, std::size_t replies) {
   // The circuit breaker: one atomic load while Redis is known to be down.
   switch (current_state()) {
     case state::down:
@@ -69,8 +69,8 @@ void connection::async_exec(std::string command, exec_handler handler) {
       handler(make_error_code(errc::backend_shutting_down), nullptr);
       return;
     }
-    submitted_.push_back(
-        {std::move(command), clock::now() + config_.command_timeout, std::move(handler)});
+    submitted_.push_back({std::move(command), clock::now() + config_.command_timeout,
+                          std::move(handler), std::max<std::size_t>(replies, 1)});
     post = !std::exchange(flush_posted_, true);
   }
   // One posted flush serves everything submitted until it runs: that is the pipelining.
@@ -311,6 +311,10 @@ void connection::on_reply(reply_ptr reply) {
   }
   if (in_flight_.empty()) {
     lose_connection(make_error_code(errc::backend_protocol_error), "a reply nobody asked for");
+    return;
+  }
+  if (in_flight_.front().replies > 1) {
+    --in_flight_.front().replies;  // a leading command of a group (ASKING): not the answer
     return;
   }
   request r = std::move(in_flight_.front());

@@ -81,7 +81,11 @@ class connection : public std::enable_shared_from_this<connection> {
   /// when the request is refused at once (down, overloaded, stopped). Errors:
   /// backend_unavailable, backend_timeout, backend_overloaded, backend_protocol_error,
   /// backend_shutting_down. Thread-safe.
-  void async_exec(std::string command, exec_handler handler);
+  ///
+  /// `command` may hold `replies` formatted commands that must go out back to back (Redis
+  /// Cluster's ASKING before the command it applies to); `handler` gets the last reply and
+  /// the earlier ones are dropped.
+  void async_exec(std::string command, exec_handler handler, std::size_t replies = 1);
 
   state current_state() const noexcept { return state_.load(std::memory_order_acquire); }
 
@@ -90,7 +94,8 @@ class connection : public std::enable_shared_from_this<connection> {
   struct request {
     std::string command;
     clock::time_point deadline;
-    exec_handler handler;  // empty once completed
+    exec_handler handler;     // empty once completed
+    std::size_t replies = 1;  // replies still expected; the handler gets the last one
   };
 
   void flush();

@@ -95,14 +95,14 @@ bool parse(std::string_view url, redis_url& out, std::string* why) {
       if (port.empty()) return fail(why, "empty port after ':'");
     }
   } else {
+    if (authority.find(':') != authority.rfind(':'))
+      return fail(why, "an IPv6 host must be written in brackets, e.g. redis://[::1]:6379");
     const auto colon = authority.find(':');
     out.host = std::string(authority.substr(0, colon));
     if (colon != std::string_view::npos) {
       port = authority.substr(colon + 1);
       if (port.empty()) return fail(why, "empty port after ':'");
     }
-    if (out.host.find(':') != std::string::npos)
-      return fail(why, "an IPv6 host must be written in brackets, e.g. redis://[::1]:6379");
   }
   if (out.host.empty()) return fail(why, "missing host");
   if (!port.empty() && (!parse_uint(port, out.port, std::uint16_t{65535}) || out.port == 0))

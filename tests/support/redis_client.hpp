@@ -1,0 +1,55 @@
+#pragma once
+/// A blocking hiredis connection for setting up and inspecting Redis in tests (SCRIPT FLUSH,
+/// GET, PTTL, replaying the token-bucket script with a given "now"). Not the product's
+/// client, and not thread-safe: one per thread.
+#include <hiredis/hiredis.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "algorithm/token_bucket.hpp"
+#include "redis/resp.hpp"
+
+namespace sluice::test {
+
+class redis_client {
+ public:
+  /// Connects to 127.0.0.1:`port`; `timeout` bounds the connect and every command.
+  /// Throws std::runtime_error when it cannot connect.
+  explicit redis_client(std::uint16_t port,
+                        std::chrono::milliseconds timeout = std::chrono::seconds{2});
+
+  /// Runs one command and returns its reply (error replies included). Throws
+  /// std::runtime_error on an I/O error or timeout (the connection is then unusable).
+  redis::reply_ptr command(const std::vector<std::string>& args);
+  redis::reply_ptr command(std::initializer_list<std::string_view> args);
+
+  /// GET; std::nullopt for a missing key.
+  std::optional<std::string> get(std::string_view key);
+  /// PTTL in ms (-2: no key, -1: no expiry).
+  std::int64_t pttl(std::string_view key);
+  /// SCRIPT FLUSH: the next EVALSHA meets NOSCRIPT.
+  void script_flush();
+  /// FLUSHALL.
+  void flush_all();
+
+  /// EVAL of lua/token_bucket.lua on `key` with ARGV[4] = `now_ms` (the script's test-only
+  /// clock), returned as the outcome it encodes (remaining in whole tokens, as micro-tokens;
+  /// `next` is not filled). Throws std::runtime_error on an error or malformed reply.
+  detail::token_bucket_outcome eval_token_bucket(std::string_view key,
+                                                 const detail::token_bucket_params& p,
+                                                 std::int64_t now_ms);
+
+ private:
+  struct context_deleter {
+    void operator()(redisContext* c) const noexcept { redisFree(c); }
+  };
+  std::unique_ptr<redisContext, context_deleter> ctx_;
+};
+
+}  // namespace sluice::test

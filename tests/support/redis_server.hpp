@@ -1,0 +1,62 @@
+#pragma once
+/// A real redis-server child process on a free loopback port, for integration tests.
+///
+///   sluice::test::redis_server redis;            // started, answers PING
+///   auto backend = make_redis_backend({.url = redis.url()});
+///   redis.kill();  redis.start();                // same port, empty data set
+///   redis.pause(); redis.resume();               // SIGSTOP / SIGCONT
+///
+/// The server is killed when the object is destroyed (also when a test fails), and dies with
+/// the thread that started it (PR_SET_PDEATHSIG), so a crashed test leaves nothing behind.
+/// Not thread-safe: drive one object from one thread.
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sluice::test {
+
+class redis_server {
+ public:
+  /// Starts `redis-server --port P --bind 127.0.0.1 --save '' --appendonly no` plus
+  /// `extra_args` (e.g. {"--requirepass", "pw"}) and waits until it answers PING.
+  /// Throws std::runtime_error (with the server's log) if it does not come up.
+  explicit redis_server(std::vector<std::string> extra_args = {});
+  ~redis_server();
+  redis_server(const redis_server&) = delete;
+  redis_server& operator=(const redis_server&) = delete;
+
+  std::uint16_t port() const noexcept { return port_; }
+  /// "redis://127.0.0.1:<port>"
+  std::string url() const;
+  /// True between start() and stop()/kill() (a paused server is running).
+  bool running() const noexcept { return pid_ > 0; }
+  pid_t pid() const noexcept { return pid_; }
+
+  /// Starts the server again on the same port (after stop() or kill()); waits for PING.
+  void start();
+  /// SIGTERM, then waits for the exit (SIGKILL after 5 s).
+  void stop();
+  /// SIGKILL and reap: a crash, as far as clients can tell.
+  void kill();
+  /// kill() then start(): a restart that loses every key and loaded script.
+  void restart();
+  /// SIGSTOP: connections stay open and are accepted into the backlog, nothing answers.
+  void pause();
+  /// SIGCONT after pause().
+  void resume();
+
+ private:
+  bool spawn_and_wait(std::chrono::milliseconds within, std::string& why);
+  void signal_and_reap(int sig, std::chrono::milliseconds grace);
+
+  std::vector<std::string> extra_args_;
+  std::string dir_;  // a temporary working directory holding the log
+  std::uint16_t port_ = 0;
+  pid_t pid_ = -1;
+  bool paused_ = false;
+};
+
+}  // namespace sluice::test
