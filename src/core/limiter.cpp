@@ -1,6 +1,7 @@
 #include <sluice/limiter.hpp>
 #include <sluice/memory_backend.hpp>
 #include <sluice/redis_backend.hpp>
+#include <sluice/redis_cluster.hpp>
 
 #include <atomic>
 #include <stdexcept>
@@ -93,6 +94,11 @@ limiter limiter::from_url(std::string_view url) {
     redis_options o;
     o.url = std::string(url);
     return limiter(make_redis_backend(std::move(o)));
+  }
+  if (url.starts_with("redis+cluster://")) {
+    redis_options o;
+    o.url = std::string(url);
+    return limiter(make_redis_cluster_backend(std::move(o)));
   }
   throw std::invalid_argument("unsupported backend URL (want \"memory\" or redis://...): " +
                               std::string(url));

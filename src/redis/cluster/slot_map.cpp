@@ -22,12 +22,17 @@ slot_map::slot_map(std::vector<slot_range> ranges) : ranges_(std::move(ranges)) 
   }
 }
 
-const node_address* slot_map::master_of(std::uint16_t slot) const noexcept {
+const slot_range* slot_map::range_of(std::uint16_t slot) const noexcept {
   // The first range that ends at or after `slot`; it serves the slot if it starts by then.
   const auto it = std::lower_bound(ranges_.begin(), ranges_.end(), slot,
                                    [](const slot_range& r, std::uint16_t s) { return r.last < s; });
   if (it == ranges_.end() || it->first > slot) return nullptr;
-  return &it->master;
+  return &*it;
+}
+
+const node_address* slot_map::master_of(std::uint16_t slot) const noexcept {
+  const slot_range* r = range_of(slot);
+  return r ? &r->master : nullptr;
 }
 
 bool slot_map::covers_all_slots() const noexcept {

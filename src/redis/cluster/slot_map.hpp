@@ -38,6 +38,8 @@ class slot_map {
   /// range is inverted or beyond the last slot.
   explicit slot_map(std::vector<slot_range> ranges);
 
+  /// The range holding `slot`, or nullptr when no range covers it.
+  const slot_range* range_of(std::uint16_t slot) const noexcept;
   /// The master serving `slot`, or nullptr when no range covers it.
   const node_address* master_of(std::uint16_t slot) const noexcept;
   const std::vector<slot_range>& ranges() const noexcept { return ranges_; }

@@ -1,0 +1,378 @@
+#include "redis/cluster/cluster_client.hpp"
+
+#include <sluice/error.hpp>
+
+#include <algorithm>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+#include <boost/asio/post.hpp>
+
+#include "redis/cluster/key_slot.hpp"
+#include "redis/scripts.hpp"
+
+namespace sluice::redis::cluster {
+namespace asio = boost::asio;
+
+struct cluster_client::op {
+  std::string key;
+  detail::token_bucket_params params;
+  std::uint64_t capacity = 0;
+  decide_handler handler;
+  clock::time_point deadline;
+  int redirects = 0;
+  std::atomic<bool> done{false};
+  // Armed only when a retry starts (I/O thread): the first attempt is bounded by the
+  // connection's own command timeout, which equals the decision's.
+  std::unique_ptr<asio::steady_timer> timer;
+};
+
+cluster_client::cluster_client(asio::io_context& io, const redis_options& options,
+                               const redis_cluster_url& url)
+    : io_(io), options_(options), url_(url), refresh_timer_(io) {
+  if (!url_.password.empty()) {
+    if (url_.user.empty()) {
+      append_command(handshake_, {"AUTH", url_.password});
+    } else {
+      append_command(handshake_, {"AUTH", url_.user, url_.password});
+    }
+    ++handshake_replies_;
+  }
+  // Every node gets the script when its connection comes up, so EVALSHA works on a
+  // promoted replica or a restarted node at once; NOSCRIPT is still handled per call.
+  append_command(handshake_, {"SCRIPT", "LOAD", detail::lua_token_bucket.source});
+  ++handshake_replies_;
+}
+
+void cluster_client::start() {
+  for (const auto& s : url_.seeds) connection_for({s.host, s.port});
+  request_refresh();
+}
+
+void cluster_client::stop() {
+  std::map<node_address, std::shared_ptr<connection>> nodes;
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    nodes.swap(nodes_);
+    routing_.reset();
+  }
+  for (auto& [addr, conn] : nodes) conn->stop();
+  asio::post(io_, [self = shared_from_this()] { self->refresh_timer_.cancel(); });
+}
+
+cluster_stats cluster_client::stats() const noexcept {
+  cluster_stats s;
+  s.moved = moved_.load(std::memory_order_relaxed);
+  s.ask = ask_.load(std::memory_order_relaxed);
+  s.noscript = noscript_.load(std::memory_order_relaxed);
+  s.refreshes = refreshes_.load(std::memory_order_relaxed);
+  s.refresh_failures = refresh_failures_.load(std::memory_order_relaxed);
+  return s;
+}
+
+std::shared_ptr<connection> cluster_client::connection_for(const node_address& node) {
+  std::lock_guard lock(mu_);
+  if (stopped_) return nullptr;
+  auto& slot = nodes_[node];
+  if (!slot) {
+    connection_config c;
+    c.host = node.host;
+    c.port = node.port;
+    c.handshake = handshake_;
+    c.handshake_replies = handshake_replies_;
+    c.connect_timeout = options_.connect_timeout;
+    c.command_timeout = options_.command_timeout;
+    c.max_in_flight = options_.max_in_flight;
+    c.backoff_min = options_.reconnect_backoff_min;
+    c.backoff_max = options_.reconnect_backoff_max;
+    c.name = "sluice cluster " + node.to_string();
+    slot = std::make_shared<connection>(io_, std::move(c));
+    slot->start();
+  }
+  return slot;
+}
+
+void cluster_client::submit(std::string full_key, const detail::token_bucket_params& params,
+                            std::uint64_t capacity, decide_handler handler) {
+  auto o = std::make_shared<op>();
+  o->key = std::move(full_key);
+  o->params = params;
+  o->capacity = capacity;
+  o->handler = std::move(handler);
+  o->deadline = clock::now() + options_.command_timeout;
+
+  const std::uint16_t slot = key_slot(o->key);
+  std::shared_ptr<const routing> r;
+  {
+    std::lock_guard lock(mu_);
+    r = routing_;  // null once stopped: the seed path below then refuses the call
+  }
+  node_address node;
+  std::shared_ptr<connection> conn;
+  if (r && r->map) {
+    const slot_range* range = r->map->range_of(slot);
+    if (!range) {
+      // No master serves the slot (a failover in progress): fail now, look again.
+      request_refresh();
+      finish(o, make_error_code(errc::backend_unavailable));
+      return;
+    }
+    node = range->master;
+    conn = r->owners[static_cast<std::size_t>(range - r->map->ranges().data())];
+  } else {
+    // No map yet: any seed answers, with MOVED if the slot is elsewhere.
+    const auto& seed =
+        url_.seeds[next_seed_.fetch_add(1, std::memory_order_relaxed) % url_.seeds.size()];
+    node = {seed.host, seed.port};
+    conn = connection_for(node);
+    request_refresh();
+  }
+  if (!conn) {
+    finish(o, make_error_code(errc::backend_shutting_down));
+    return;
+  }
+  send(o, node, conn, script_call::evalsha, false);
+}
+
+void cluster_client::send(const std::shared_ptr<op>& o, const node_address& node,
+                          const std::shared_ptr<connection>& conn, script_call call, bool asking) {
+  std::string command;
+  command.reserve(96 + o->key.size());
+  if (asking) append_command(command, {"ASKING"});
+  append_token_bucket_command(command, call, o->key, o->params);
+  conn->async_exec(
+      std::move(command),
+      [self = shared_from_this(), o, node, call, asking](std::error_code ec, reply_ptr reply) {
+        self->on_reply(o, node, call, asking, ec, std::move(reply));
+      },
+      asking ? 2 : 1);
+}
+
+void cluster_client::on_reply(const std::shared_ptr<op>& o, const node_address& node,
+                              script_call call, bool asking, std::error_code ec, reply_ptr reply) {
+  if (o->done.load(std::memory_order_acquire)) return;  // timed out meanwhile
+  if (ec) {
+    // The node is down, stuck or gone: the map may be stale (a failover). This call fails
+    // now (the limiter applies the failure mode); later ones use the new map.
+    if (ec != errc::backend_shutting_down) request_refresh();
+    finish(o, ec);
+    return;
+  }
+  if (reply->type == REDIS_REPLY_ERROR) {
+    const std::string_view text = reply_text(*reply);
+    if (auto r = parse_redirect(text)) {
+      node_address target = std::move(r->target);
+      if (target.host.empty()) target.host = node.host;
+      if (r->type == redirect::kind::moved) {
+        moved_.fetch_add(1, std::memory_order_relaxed);
+        request_refresh();
+        retry(o, target, script_call::evalsha, false);
+      } else {
+        ask_.fetch_add(1, std::memory_order_relaxed);
+        retry(o, target, script_call::evalsha, true);
+      }
+      return;
+    }
+    if (text.starts_with("NOSCRIPT")) {
+      // The node lost its scripts (SCRIPT FLUSH): send the source, to the same node and
+      // under the same ASKING, once; EVAL caches it again.
+      noscript_.fetch_add(1, std::memory_order_relaxed);
+      if (call == script_call::eval) {
+        finish(o, make_error_code(errc::backend_script_error));
+      } else {
+        retry(o, node, script_call::eval, asking);
+      }
+      return;
+    }
+    if (text.starts_with("CLUSTERDOWN") || text.starts_with("TRYAGAIN") ||
+        text.starts_with("READONLY") || text.starts_with("LOADING") ||
+        text.starts_with("MASTERDOWN")) {
+      // The cluster is reconfiguring: not this script's fault, and the map may be stale.
+      request_refresh();
+      finish(o, make_error_code(errc::backend_unavailable));
+      return;
+    }
+  }
+  decision d;
+  ec = to_decision(*reply, o->capacity, d);
+  finish(o, ec, d);
+}
+
+void cluster_client::retry(const std::shared_ptr<op>& o, const node_address& node, script_call call,
+                           bool asking) {
+  if (++o->redirects > max_redirects) {
+    spdlog::debug("sluice cluster: giving up on {} after {} redirections", o->key, max_redirects);
+    finish(o, make_error_code(errc::backend_unavailable));
+    return;
+  }
+  if (clock::now() >= o->deadline) {
+    finish(o, make_error_code(errc::backend_timeout));
+    return;
+  }
+  if (!o->timer) {
+    o->timer = std::make_unique<asio::steady_timer>(io_, o->deadline);
+    o->timer->async_wait([self = shared_from_this(), o](boost::system::error_code ec) {
+      if (!ec) self->finish(o, make_error_code(errc::backend_timeout));
+    });
+  }
+  auto conn = connection_for(node);
+  if (!conn) {
+    finish(o, make_error_code(errc::backend_shutting_down));
+    return;
+  }
+  send(o, node, conn, call, asking);
+}
+
+void cluster_client::finish(const std::shared_ptr<op>& o, std::error_code ec, const decision& d) {
+  if (o->done.exchange(true, std::memory_order_acq_rel)) return;
+  if (o->timer) o->timer->cancel();
+  auto h = std::move(o->handler);
+  h(ec, d);
+}
+
+void cluster_client::request_refresh() {
+  // One post per burst of requests; start_refresh() clears the flag.
+  if (refresh_wanted_.exchange(true, std::memory_order_acq_rel)) return;
+  asio::post(io_, [self = shared_from_this()] { self->start_refresh(); });
+}
+
+void cluster_client::start_refresh() {
+  refresh_wanted_.store(false, std::memory_order_release);
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_) return;
+  }
+  if (refreshing_) {
+    refresh_again_ = true;
+    return;
+  }
+  if (refresh_timer_armed_) return;  // one is scheduled already
+  const auto now = clock::now();
+  const auto earliest = last_refresh_ + std::max(refresh_min_interval, refresh_backoff_);
+  if (last_refresh_ != clock::time_point{} && now < earliest) {
+    refresh_timer_armed_ = true;
+    refresh_timer_.expires_at(earliest);
+    refresh_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      self->refresh_timer_armed_ = false;
+      if (!ec) self->start_refresh();
+    });
+    return;
+  }
+  refreshing_ = true;
+  last_refresh_ = now;
+
+  // Ask nodes that are up first, then the rest of the map (masters, then replicas), then
+  // the seeds: any node knows the whole layout.
+  auto candidates = std::make_shared<std::vector<node_address>>();
+  std::vector<node_address> others;
+  {
+    std::lock_guard lock(mu_);
+    std::vector<node_address> all;
+    if (routing_ && routing_->map) {
+      all = routing_->map->masters();
+      for (const auto& n : routing_->map->nodes())
+        if (std::find(all.begin(), all.end(), n) == all.end()) all.push_back(n);
+    }
+    for (const auto& s : url_.seeds) {
+      node_address n{s.host, s.port};
+      if (std::find(all.begin(), all.end(), n) == all.end()) all.push_back(n);
+    }
+    for (auto& n : all) {
+      const auto it = nodes_.find(n);
+      const bool up = it != nodes_.end() && it->second->current_state() == connection::state::up;
+      (up ? *candidates : others).push_back(std::move(n));
+    }
+  }
+  candidates->insert(candidates->end(), others.begin(), others.end());
+  refresh_from(std::move(candidates), 0);
+}
+
+void cluster_client::refresh_from(std::shared_ptr<std::vector<node_address>> candidates,
+                                  std::size_t i) {
+  if (i >= candidates->size()) {
+    refresh_done(false);
+    return;
+  }
+  auto conn = connection_for((*candidates)[i]);
+  if (!conn) {
+    refresh_done(false);
+    return;
+  }
+  std::string command;
+  append_command(command, {"CLUSTER", "SLOTS"});
+  conn->async_exec(std::move(command),
+                   [self = shared_from_this(), candidates, i](std::error_code ec, reply_ptr reply) {
+                     if (!ec && reply) {
+                       std::string why;
+                       auto map = parse_cluster_slots(*reply, (*candidates)[i].host, &why);
+                       if (map && !map->empty()) {
+                         self->install(std::move(*map));
+                         self->refresh_done(true);
+                         return;
+                       }
+                       spdlog::debug("sluice cluster: {} gave no slot map: {}",
+                                     (*candidates)[i].to_string(), map ? "no slots assigned" : why);
+                     }
+                     // Inline refusals (a node known to be down) come straight back here: the
+                     // recursion is as deep as the candidate list, no deeper.
+                     self->refresh_from(candidates, i + 1);
+                   });
+}
+
+void cluster_client::refresh_done(bool ok) {
+  refreshing_ = false;
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_) return;
+  }
+  if (ok) {
+    refreshes_.fetch_add(1, std::memory_order_relaxed);
+    refresh_backoff_ = std::chrono::milliseconds{0};
+  } else {
+    if (refresh_failures_.fetch_add(1, std::memory_order_relaxed) == 0 ||
+        refresh_backoff_ == std::chrono::milliseconds{0}) {
+      spdlog::warn("sluice cluster: no node answered CLUSTER SLOTS; retrying in the background");
+    }
+    refresh_backoff_ = refresh_backoff_.count() == 0
+                           ? refresh_min_interval
+                           : std::min(refresh_backoff_ * 2, refresh_retry_max);
+  }
+  // A failed round is retried on its own (no caller may be asking: an idle limiter whose
+  // cluster is down still notices when it comes back).
+  if (refresh_again_ || !ok) {
+    refresh_again_ = false;
+    start_refresh();
+  }
+}
+
+void cluster_client::install(slot_map map) {
+  auto r = std::make_shared<routing>();
+  r->map = std::make_shared<const slot_map>(std::move(map));
+  for (const auto& range : r->map->ranges()) {
+    auto conn = connection_for(range.master);
+    if (!conn) return;  // stopped
+    r->owners.push_back(std::move(conn));
+  }
+  bool changed = true;
+  {
+    std::lock_guard lock(mu_);
+    if (routing_ && routing_->map) {
+      const auto& a = routing_->map->ranges();
+      const auto& b = r->map->ranges();
+      changed = a.size() != b.size() ||
+                !std::equal(a.begin(), a.end(), b.begin(), [](const auto& x, const auto& y) {
+                  return x.first == y.first && x.last == y.last && x.master == y.master;
+                });
+    }
+    routing_ = r;
+  }
+  if (changed) {
+    spdlog::info("sluice cluster: slot map: {} ranges on {} masters{}", r->map->ranges().size(),
+                 r->map->masters().size(),
+                 r->map->covers_all_slots() ? "" : " (some slots have no master)");
+  }
+}
+
+}  // namespace sluice::redis::cluster

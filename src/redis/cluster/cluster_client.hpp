@@ -1,0 +1,123 @@
+#pragma once
+// Routing token-bucket decisions over a Redis Cluster: a map of per-node connections
+// (redis::connection, one auto-pipelined connection per node) plus the slot map.
+//
+// A decision goes to the master of its key's slot. Redirections are followed inside the
+// client, as redis-plus-plus does: MOVED refreshes the map and retries on the new owner,
+// ASK retries on the importing node with ASKING sent just before (one request on that
+// connection, so nothing slips in between), NOSCRIPT re-sends the script as EVAL. Any
+// I/O error, timeout or CLUSTERDOWN also refreshes the map, which is how a promoted
+// replica takes over after a master fails. Attempts are bounded (max_redirects) and every
+// decision completes by its deadline (command_timeout from the call): the first attempt by
+// the connection's own timeout, retries by a timer armed only when a retry happens.
+//
+// Thread-safety: submit() from any thread; everything else runs on the io_context's
+// single thread.
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <sluice/backend.hpp>
+#include <sluice/redis_backend.hpp>
+#include <sluice/redis_cluster.hpp>
+
+#include "algorithm/token_bucket.hpp"
+#include "redis/cluster/redirect.hpp"
+#include "redis/cluster/slot_map.hpp"
+#include "redis/connection.hpp"
+#include "redis/token_bucket_command.hpp"
+
+namespace sluice::redis::cluster {
+
+/// Redirections (MOVED, ASK, NOSCRIPT re-sends) one decision may follow.
+inline constexpr int max_redirects = 5;
+/// Slot-map refreshes are at least this far apart, however many calls ask for one.
+inline constexpr std::chrono::milliseconds refresh_min_interval{100};
+/// While refreshes fail, they are retried with this backoff (doubling up to the max).
+inline constexpr std::chrono::milliseconds refresh_retry_max{1000};
+
+/// Counts for tests and metrics. Monotonic.
+struct cluster_stats {
+  std::uint64_t moved = 0;
+  std::uint64_t ask = 0;
+  std::uint64_t noscript = 0;
+  std::uint64_t refreshes = 0;         ///< slot maps received
+  std::uint64_t refresh_failures = 0;  ///< refresh rounds where no node answered
+};
+
+class cluster_client : public std::enable_shared_from_this<cluster_client> {
+ public:
+  cluster_client(boost::asio::io_context& io, const redis_options& options,
+                 const redis_cluster_url& url);
+  cluster_client(const cluster_client&) = delete;
+  cluster_client& operator=(const cluster_client&) = delete;
+
+  /// Connects to the seeds and fetches the slot map, in the background. Call once.
+  void start();
+  /// Stops every connection and timer; pending decisions complete with
+  /// backend_shutting_down. Thread-safe, idempotent.
+  void stop();
+
+  /// Decides on the node owning `full_key` (the prefixed key). `handler` runs once, on the
+  /// I/O thread, or inline when refused at once. Thread-safe.
+  void submit(std::string full_key, const detail::token_bucket_params& params,
+              std::uint64_t capacity, decide_handler handler);
+
+  cluster_stats stats() const noexcept;
+
+ private:
+  using clock = std::chrono::steady_clock;
+  struct op;
+  // What a submission needs, swapped as a whole when the map changes.
+  struct routing {
+    std::shared_ptr<const slot_map> map;              // null until the first CLUSTER SLOTS answer
+    std::vector<std::shared_ptr<connection>> owners;  // aligned with map->ranges()
+  };
+
+  std::shared_ptr<connection> connection_for(const node_address& node);
+  void send(const std::shared_ptr<op>& o, const node_address& node,
+            const std::shared_ptr<connection>& conn, script_call call, bool asking);
+  void on_reply(const std::shared_ptr<op>& o, const node_address& node, script_call call,
+                bool asking, std::error_code ec, reply_ptr reply);
+  void retry(const std::shared_ptr<op>& o, const node_address& node, script_call call, bool asking);
+  void finish(const std::shared_ptr<op>& o, std::error_code ec, const decision& d = {});
+
+  void request_refresh();
+  void start_refresh();
+  void refresh_from(std::shared_ptr<std::vector<node_address>> candidates, std::size_t i);
+  void refresh_done(bool ok);
+  void install(slot_map map);
+
+  boost::asio::io_context& io_;
+  const redis_options options_;
+  const redis_cluster_url url_;
+  std::string handshake_;
+  std::size_t handshake_replies_ = 0;
+
+  std::mutex mu_;  // guards routing_, nodes_, stopped_
+  std::shared_ptr<const routing> routing_;
+  std::map<node_address, std::shared_ptr<connection>> nodes_;
+  bool stopped_ = false;
+  std::atomic<std::size_t> next_seed_{0};
+
+  // Refresh state: I/O thread only, except refresh_wanted_ (any thread).
+  std::atomic<bool> refresh_wanted_{false};
+  bool refreshing_ = false;
+  bool refresh_again_ = false;
+  clock::time_point last_refresh_{};
+  std::chrono::milliseconds refresh_backoff_{0};
+  boost::asio::steady_timer refresh_timer_;
+  bool refresh_timer_armed_ = false;
+
+  std::atomic<std::uint64_t> moved_{0}, ask_{0}, noscript_{0}, refreshes_{0}, refresh_failures_{0};
+};
+
+}  // namespace sluice::redis::cluster
