@@ -1,0 +1,99 @@
+#include "app.hpp"
+
+#include <csignal>
+#include <iostream>
+#include <thread>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+
+#include "server.hpp"
+#include "service.hpp"
+
+namespace sluice::daemon {
+
+namespace asio = boost::asio;
+
+std::string quick_start_text(const config& c) {
+  const auto base = "http://" + c.listen();
+  std::string s;
+  s += "sluiced is running on " + base + " with the built-in config:\n";
+  s += "  memory backend; policy \"default\": capacity 10, refill 1/s; rule \"default\": every "
+       "path, keyed by client IP\n";
+  s += "Try it:\n";
+  s += "  curl -s -X POST " + base +
+       "/v1/check -H 'Content-Type: application/json' -d "
+       "'{\"key\":\"user:42\",\"policy\":\"default\"}'\n";
+  s += "  for i in $(seq 12); do curl -s -o /dev/null -w '%{http_code}\\n' " + base +
+       "/v1/auth/api/items; done   # 10 x 200, then 429\n";
+  s += "  curl -s " + base + "/metrics | grep sluice_decisions_total\n";
+  s += "Stop with Ctrl-C (SIGINT) or SIGTERM; see docs/daemon.md for --config.\n";
+  return s;
+}
+
+int run(app_options opts) {
+  std::unique_ptr<service> svc;
+  try {
+    svc = std::make_unique<service>(opts.cfg);
+  } catch (const std::exception& e) {
+    spdlog::critical("cannot start the backend: {}", e.what());
+    return 1;
+  }
+  const auto& cfg = svc->current()->cfg;
+  unsigned threads = cfg.threads ? cfg.threads : std::max(1u, std::thread::hardware_concurrency());
+
+  asio::io_context ioc{static_cast<int>(threads)};
+  auto srv = std::make_shared<server>(ioc, *svc);
+  asio::ip::tcp::endpoint bound;
+  try {
+    bound = srv->listen({asio::ip::make_address(cfg.listen_host), cfg.listen_port});
+  } catch (const std::exception& e) {
+    spdlog::critical("cannot listen on {}: {}", cfg.listen(), e.what());
+    return 1;
+  }
+  srv->start();
+  spdlog::info("sluiced listening on {}:{} ({} threads, backend {}, config {})",
+               bound.address().to_string(), bound.port(), threads, cfg.backend, cfg.source);
+  if (opts.config_path.empty()) {
+    auto shown = cfg;
+    shown.listen_port = bound.port();
+    std::cout << quick_start_text(shown) << std::flush;
+  }
+
+  asio::signal_set signals(ioc, SIGINT, SIGTERM, SIGHUP);
+  bool stopping = false;
+  std::function<void(const boost::system::error_code&, int)> on_signal =
+      [&](const boost::system::error_code& ec, int sig) {
+        if (ec) return;
+        if (sig == SIGHUP) {
+          if (opts.config_path.empty()) {
+            spdlog::warn("SIGHUP: no --config file to reload");
+          } else {
+            svc->reload(opts.config_path);
+          }
+        } else if (!stopping) {
+          stopping = true;
+          spdlog::info("signal {}: draining in-flight requests", sig);
+          srv->drain(svc->current()->cfg.limits.shutdown_timeout, [&ioc] {
+            spdlog::info("drained; exiting");
+            ioc.stop();
+          });
+        } else {
+          spdlog::warn("second signal {}: exiting now", sig);
+          ioc.stop();
+          return;
+        }
+        signals.async_wait(on_signal);
+      };
+  signals.async_wait(on_signal);
+
+  std::vector<std::thread> pool;
+  for (unsigned i = 1; i < threads; ++i) pool.emplace_back([&ioc] { ioc.run(); });
+  ioc.run();
+  for (auto& t : pool) t.join();
+  return 0;
+}
+
+}  // namespace sluice::daemon

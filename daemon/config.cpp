@@ -1,0 +1,441 @@
+#include "config.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <system_error>
+
+#include <yaml-cpp/yaml.h>
+#include <boost/asio/ip/address.hpp>
+
+#include <sluice/error.hpp>
+#include <sluice/redis_backend.hpp>
+
+namespace sluice::daemon {
+namespace {
+
+std::string render(const std::string& file, int line, const std::string& field,
+                   const std::string& message) {
+  std::string s = file;
+  s += ':';
+  s += std::to_string(line);
+  s += ": ";
+  if (!field.empty()) {
+    s += field;
+    s += ": ";
+  }
+  s += message;
+  return s;
+}
+
+// Walks the YAML tree; every error names the file, the node's line and the field path.
+class reader {
+ public:
+  explicit reader(std::string source) : source_(std::move(source)) {}
+
+  [[noreturn]] void fail(const YAML::Node& at, const std::string& field,
+                         const std::string& message) const {
+    throw config_error(source_, line_of(at), field, message);
+  }
+
+  static int line_of(const YAML::Node& n) {
+    if (!n.IsDefined()) return 0;
+    const auto m = n.Mark();
+    return m.line < 0 ? 0 : m.line + 1;
+  }
+
+  void expect_map(const YAML::Node& n, const std::string& field) const {
+    if (!n.IsMap()) fail(n, field, "must be a mapping");
+  }
+
+  // Rejects keys that are not in `known`: a typo must not silently mean "default".
+  void only_keys(const YAML::Node& map, const std::string& field,
+                 std::initializer_list<std::string_view> known) const {
+    for (const auto& kv : map) {
+      const auto& k = kv.first;
+      if (!k.IsScalar()) fail(k, field, "keys must be plain names");
+      const auto name = k.Scalar();
+      if (std::find(known.begin(), known.end(), name) == known.end()) {
+        fail(k, join(field, name), "unknown key");
+      }
+    }
+  }
+
+  static std::string join(const std::string& parent, const std::string& child) {
+    return parent.empty() ? child : parent + "." + child;
+  }
+
+  std::string scalar(const YAML::Node& n, const std::string& field) const {
+    if (!n.IsScalar()) fail(n, field, "must be a scalar");
+    return n.Scalar();
+  }
+
+  std::string string(const YAML::Node& n, const std::string& field) const {
+    auto s = scalar(n, field);
+    if (s.empty()) fail(n, field, "must not be empty");
+    return s;
+  }
+
+  template <class Int>
+  Int integer(const YAML::Node& n, const std::string& field, Int lo, Int hi) const {
+    const auto s = scalar(n, field);
+    long long v = 0;
+    const auto* end = s.data() + s.size();
+    auto [p, ec] = std::from_chars(s.data(), end, v);
+    if (ec != std::errc{} || p != end) fail(n, field, "must be an integer, got \"" + s + "\"");
+    if (v < static_cast<long long>(lo) || v > static_cast<long long>(hi)) {
+      fail(n, field, "must be in " + std::to_string(lo) + ".." + std::to_string(hi) + ", got " + s);
+    }
+    return static_cast<Int>(v);
+  }
+
+  double number(const YAML::Node& n, const std::string& field) const {
+    const auto s = scalar(n, field);
+    double v = 0;
+    const auto* end = s.data() + s.size();
+    auto [p, ec] = std::from_chars(s.data(), end, v);
+    if (ec != std::errc{} || p != end) fail(n, field, "must be a number, got \"" + s + "\"");
+    return v;
+  }
+
+  bool boolean(const YAML::Node& n, const std::string& field) const {
+    const auto s = scalar(n, field);
+    if (s == "true") return true;
+    if (s == "false") return false;
+    fail(n, field, "must be true or false, got \"" + s + "\"");
+  }
+
+  std::vector<std::string> strings(const YAML::Node& n, const std::string& field) const {
+    if (!n.IsSequence()) fail(n, field, "must be a list");
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < n.size(); ++i) {
+      out.push_back(string(n[i], field + "[" + std::to_string(i) + "]"));
+    }
+    return out;
+  }
+
+  failure_mode mode(const YAML::Node& n, const std::string& field) const {
+    const auto s = scalar(n, field);
+    auto m = parse_failure_mode(s);
+    if (!m) fail(n, field, "must be open, closed or local, got \"" + s + "\"");
+    return *m;
+  }
+
+  const std::string& source() const noexcept { return source_; }
+
+ private:
+  std::string source_;
+};
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+std::string upper(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool valid_log_level(std::string_view s) {
+  for (auto l : {"trace", "debug", "info", "warn", "error", "critical", "off"}) {
+    if (s == l) return true;
+  }
+  return false;
+}
+
+bool is_token(std::string_view s) {
+  if (s.empty()) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+  });
+}
+
+void parse_policy(const reader& r, const YAML::Node& n, const std::string& field,
+                  failure_mode default_mode, policy& p) {
+  r.expect_map(n, field);
+  r.only_keys(n, field, {"algorithm", "capacity", "refill_per_second", "on_backend_failure"});
+  p.on_failure = default_mode;
+  if (auto a = n["algorithm"]) {
+    const auto s = r.scalar(a, field + ".algorithm");
+    auto alg = parse_algorithm(s);
+    if (!alg)
+      r.fail(a, field + ".algorithm", "unsupported algorithm \"" + s + "\" (want token_bucket)");
+    p.algorithm = *alg;
+  }
+  auto cap = n["capacity"];
+  if (!cap) r.fail(n, field + ".capacity", "is required");
+  p.capacity = r.integer<std::uint64_t>(cap, field + ".capacity", 1, max_capacity);
+  auto rate = n["refill_per_second"];
+  if (!rate) r.fail(n, field + ".refill_per_second", "is required");
+  p.refill_per_second = r.number(rate, field + ".refill_per_second");
+  if (auto m = n["on_backend_failure"]) p.on_failure = r.mode(m, field + ".on_backend_failure");
+  if (auto ec = validate(p)) {
+    const bool rate_field = ec == errc::invalid_refill_rate;
+    r.fail(rate_field ? rate : cap, field + (rate_field ? ".refill_per_second" : ".capacity"),
+           ec.message());
+  }
+}
+
+void parse_rule(const reader& r, const YAML::Node& n, const std::string& field, const config& c,
+                http::rule& rule) {
+  r.expect_map(n, field);
+  r.only_keys(n, field, {"name", "match", "key", "policy", "shadow", "cost"});
+  auto name = n["name"];
+  if (!name) r.fail(n, field + ".name", "is required");
+  rule.name = r.string(name, field + ".name");
+  if (!http::is_valid_name(rule.name)) {
+    r.fail(name, field + ".name", "must be 1..64 characters of A-Z a-z 0-9 _ . -");
+  }
+  if (auto m = n["match"]) {
+    const auto mf = field + ".match";
+    r.expect_map(m, mf);
+    r.only_keys(m, mf, {"path_prefix", "methods", "hosts"});
+    if (auto pp = m["path_prefix"]) {
+      rule.match.path_prefix = r.string(pp, mf + ".path_prefix");
+      if (rule.match.path_prefix.front() != '/')
+        r.fail(pp, mf + ".path_prefix", "must start with '/'");
+    }
+    if (auto ms = m["methods"]) {
+      for (auto& s : r.strings(ms, mf + ".methods")) {
+        if (!is_token(s)) r.fail(ms, mf + ".methods", "\"" + s + "\" is not an HTTP method");
+        rule.match.methods.push_back(upper(s));
+      }
+    }
+    if (auto hs = m["hosts"]) {
+      for (auto& s : r.strings(hs, mf + ".hosts")) rule.match.hosts.push_back(lower(s));
+    }
+  }
+  auto key = n["key"];
+  if (!key) r.fail(n, field + ".key", "is required (e.g. ip, header:X-API-Key, ip+path)");
+  std::string why;
+  auto spec = http::key_spec::parse(r.string(key, field + ".key"), &why);
+  if (!spec) r.fail(key, field + ".key", why);
+  rule.key = *spec;
+  auto pol = n["policy"];
+  if (!pol) r.fail(n, field + ".policy", "is required");
+  rule.policy = r.string(pol, field + ".policy");
+  auto it = c.policies.find(rule.policy);
+  if (it == c.policies.end()) {
+    r.fail(pol, field + ".policy", "no policy named \"" + rule.policy + "\"");
+  }
+  if (auto s = n["shadow"]) rule.shadow = r.boolean(s, field + ".shadow");
+  if (auto v = n["cost"]) {
+    rule.cost = r.integer<std::uint64_t>(v, field + ".cost", 1, it->second.capacity);
+  }
+}
+
+config parse_root(const reader& r, const YAML::Node& root) {
+  config c;
+  c.source = r.source();
+  if (root.IsNull())
+    r.fail(root, "policies", "the config is empty; at least one policy is required");
+  r.expect_map(root, "");
+  r.only_keys(root, "",
+              {"listen", "threads", "log_level", "backend", "key_prefix", "on_backend_failure",
+               "backend_timeout_ms", "backend_connect_timeout_ms", "memory_max_keys", "deny_status",
+               "trusted_proxies", "forwarded_header", "ipv6_prefix", "ipv4_prefix", "policies",
+               "rules", "limits"});
+
+  if (auto n = root["listen"]) {
+    try {
+      parse_listen(r.string(n, "listen"), c);
+    } catch (const std::invalid_argument& e) {
+      r.fail(n, "listen", e.what());
+    }
+  }
+  if (auto n = root["threads"]) c.threads = r.integer<unsigned>(n, "threads", 0, 256);
+  if (auto n = root["log_level"]) {
+    c.log_level = r.string(n, "log_level");
+    if (!valid_log_level(c.log_level)) {
+      r.fail(n, "log_level", "must be trace, debug, info, warn, error, critical or off");
+    }
+  }
+  if (auto n = root["backend"]) {
+    c.backend = r.string(n, "backend");
+    if (c.backend != "memory" && !c.backend.starts_with("redis://")) {
+      r.fail(n, "backend", "must be memory or a redis:// URL, got \"" + c.backend + "\"");
+    }
+    std::string why;
+    if (c.backend.starts_with("redis://") && !parse_redis_url(c.backend, &why)) {
+      r.fail(n, "backend", why);
+    }
+  }
+  if (auto n = root["key_prefix"]) c.key_prefix = r.scalar(n, "key_prefix");
+  if (auto n = root["on_backend_failure"]) c.on_backend_failure = r.mode(n, "on_backend_failure");
+  if (auto n = root["backend_timeout_ms"]) {
+    c.backend_timeout =
+        std::chrono::milliseconds{r.integer<int>(n, "backend_timeout_ms", 1, 60'000)};
+  }
+  if (auto n = root["backend_connect_timeout_ms"]) {
+    c.backend_connect_timeout =
+        std::chrono::milliseconds{r.integer<int>(n, "backend_connect_timeout_ms", 1, 60'000)};
+  }
+  if (auto n = root["memory_max_keys"]) {
+    c.memory_max_keys = r.integer<std::size_t>(n, "memory_max_keys", 1, 1'000'000'000);
+  }
+  if (auto n = root["deny_status"]) c.deny_status = r.integer<unsigned>(n, "deny_status", 400, 499);
+  if (auto n = root["trusted_proxies"]) {
+    const auto texts = r.strings(n, "trusted_proxies");
+    for (std::size_t i = 0; i < texts.size(); ++i) {
+      std::string why;
+      auto range = http::parse_cidr(texts[i], &why);
+      if (!range) r.fail(n[i], "trusted_proxies[" + std::to_string(i) + "]", why);
+      c.keys.trusted_proxies.push_back(*range);
+    }
+  }
+  if (auto n = root["forwarded_header"]) {
+    const auto s = r.string(n, "forwarded_header");
+    auto h = http::parse_forwarded_header(s);
+    if (!h) {
+      r.fail(n, "forwarded_header",
+             "must be x-forwarded-for, forwarded or forwarded-then-x-forwarded-for");
+    }
+    c.keys.header = *h;
+  }
+  if (auto n = root["ipv6_prefix"])
+    c.keys.ipv6_prefix = r.integer<unsigned>(n, "ipv6_prefix", 1, 128);
+  if (auto n = root["ipv4_prefix"])
+    c.keys.ipv4_prefix = r.integer<unsigned>(n, "ipv4_prefix", 1, 32);
+  if (auto n = root["limits"]) {
+    r.expect_map(n, "limits");
+    r.only_keys(n, "limits",
+                {"max_body_bytes", "max_header_bytes", "idle_timeout_ms", "shutdown_timeout_ms"});
+    if (auto v = n["max_body_bytes"]) {
+      c.limits.max_body_bytes = r.integer<std::size_t>(v, "limits.max_body_bytes", 64, 1 << 20);
+    }
+    if (auto v = n["max_header_bytes"]) {
+      c.limits.max_header_bytes =
+          r.integer<std::size_t>(v, "limits.max_header_bytes", 512, 1 << 20);
+    }
+    if (auto v = n["idle_timeout_ms"]) {
+      c.limits.idle_timeout =
+          std::chrono::milliseconds{r.integer<int>(v, "limits.idle_timeout_ms", 100, 3'600'000)};
+    }
+    if (auto v = n["shutdown_timeout_ms"]) {
+      c.limits.shutdown_timeout =
+          std::chrono::milliseconds{r.integer<int>(v, "limits.shutdown_timeout_ms", 0, 3'600'000)};
+    }
+  }
+
+  auto pols = root["policies"];
+  if (!pols) r.fail(root, "policies", "is required (at least one policy)");
+  r.expect_map(pols, "policies");
+  if (pols.size() == 0) r.fail(pols, "policies", "at least one policy is required");
+  for (const auto& kv : pols) {
+    const auto name = r.string(kv.first, "policies");
+    if (!http::is_valid_name(name)) {
+      r.fail(kv.first, "policies." + name, "names must be 1..64 characters of A-Z a-z 0-9 _ . -");
+    }
+    policy p;
+    parse_policy(r, kv.second, "policies." + name, c.on_backend_failure, p);
+    c.policies.emplace(name, p);
+  }
+
+  if (auto rules = root["rules"]) {
+    if (!rules.IsSequence()) r.fail(rules, "rules", "must be a list");
+    std::set<std::string> names;
+    for (std::size_t i = 0; i < rules.size(); ++i) {
+      const auto field = "rules[" + std::to_string(i) + "]";
+      http::rule rule;
+      parse_rule(r, rules[i], field, c, rule);
+      if (!names.insert(rule.name).second) {
+        r.fail(rules[i]["name"], field + ".name", "duplicate rule name \"" + rule.name + "\"");
+      }
+      c.rules.push_back(std::move(rule));
+    }
+  }
+  // The middleware validates the whole set once more (e.g. cross-field limits); anything it
+  // still rejects is reported at the rules (or policies) block.
+  try {
+    http::rule_set check(c.policies, c.rules, c.keys);
+  } catch (const std::invalid_argument& e) {
+    auto at = root["rules"] ? root["rules"] : pols;
+    r.fail(at, root["rules"] ? "rules" : "policies", e.what());
+  }
+  return c;
+}
+
+}  // namespace
+
+config_error::config_error(std::string file, int line, std::string field, std::string message)
+    : std::runtime_error(render(file, line, field, message)),
+      file_(std::move(file)),
+      line_(line),
+      field_(std::move(field)),
+      message_(std::move(message)) {}
+
+std::string config::listen() const {
+  if (listen_host.find(':') != std::string::npos) {
+    return "[" + listen_host + "]:" + std::to_string(listen_port);
+  }
+  return listen_host + ":" + std::to_string(listen_port);
+}
+
+void parse_listen(std::string_view text, config& c) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string_view::npos) {
+    throw std::invalid_argument("must be HOST:PORT, e.g. 127.0.0.1:8080 or [::1]:8080");
+  }
+  auto host = text.substr(0, colon);
+  const auto port_text = text.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  } else if (host.find(':') != std::string_view::npos) {
+    throw std::invalid_argument("an IPv6 address must be in brackets, e.g. [::1]:8080");
+  }
+  boost::system::error_code ec;
+  boost::asio::ip::make_address(std::string(host), ec);
+  if (ec) throw std::invalid_argument("\"" + std::string(host) + "\" is not an IP address");
+  unsigned port = 0;
+  auto [p, err] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (err != std::errc{} || p != port_text.data() + port_text.size() || port > 65535) {
+    throw std::invalid_argument("\"" + std::string(port_text) + "\" is not a port (0..65535)");
+  }
+  c.listen_host = std::string(host);
+  c.listen_port = static_cast<std::uint16_t>(port);
+}
+
+config default_config() {
+  config c;
+  c.source = "<default>";
+  c.keys.trusted_proxies = {*http::parse_cidr("127.0.0.1/32"), *http::parse_cidr("::1/128")};
+  policy p;
+  p.capacity = 10;
+  p.refill_per_second = 1;
+  c.policies.emplace("default", p);
+  http::rule r;
+  r.name = "default";
+  r.policy = "default";
+  c.rules.push_back(r);
+  return c;
+}
+
+config parse_config(std::string_view yaml, std::string source) {
+  reader r(source);
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    throw config_error(source, e.mark.line < 0 ? 0 : e.mark.line + 1, "", "invalid YAML: " + e.msg);
+  }
+  try {
+    return parse_root(r, root);
+  } catch (const YAML::Exception& e) {
+    // e.g. a duplicate or malformed node deep inside; keep the file:line shape.
+    throw config_error(source, e.mark.line < 0 ? 0 : e.mark.line + 1, "", e.msg);
+  }
+}
+
+config load_config_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw config_error(path, 0, "", "cannot read the file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_config(text.str(), path);
+}
+
+}  // namespace sluice::daemon

@@ -1,0 +1,81 @@
+#pragma once
+// The daemon's configuration: parsed once from YAML, validated, then immutable. A reload
+// parses a whole new config and swaps it in; nothing here changes while serving.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <sluice/http/client_ip.hpp>
+#include <sluice/http/rules.hpp>
+#include <sluice/policy.hpp>
+
+namespace sluice::daemon {
+
+/// Request-size limits and timeouts of the HTTP server.
+struct limits_config {
+  std::size_t max_body_bytes = 8 * 1024;
+  std::size_t max_header_bytes = 8 * 1024;
+  std::chrono::milliseconds idle_timeout{30'000};      ///< keep-alive idle and per-read timeout
+  std::chrono::milliseconds shutdown_timeout{10'000};  ///< SIGTERM drain deadline
+};
+
+struct config {
+  std::string source = "<default>";  ///< the file it came from
+  std::string listen_host = "127.0.0.1";
+  std::uint16_t listen_port = 8080;
+  unsigned threads = 0;  ///< 0: one per CPU core
+  std::string log_level = "info";
+  std::string backend = "memory";  ///< `memory` or a redis:// URL
+  std::string key_prefix = "sluice:";
+  failure_mode on_backend_failure = failure_mode::open;
+  std::chrono::milliseconds backend_timeout{50};
+  std::chrono::milliseconds backend_connect_timeout{250};
+  std::size_t memory_max_keys = 1'000'000;
+  unsigned deny_status = 429;
+  /// trusted_proxies, forwarded_header, ipv6_prefix, ipv4_prefix
+  http::key_options keys;
+  std::map<std::string, policy, std::less<>> policies;
+  std::vector<http::rule> rules;
+  limits_config limits;
+
+  /// "host:port", with brackets around an IPv6 host.
+  std::string listen() const;
+};
+
+/// A config that cannot be used; what() is `FILE:LINE: field: message`.
+class config_error : public std::runtime_error {
+ public:
+  config_error(std::string file, int line, std::string field, std::string message);
+  const std::string& file() const noexcept { return file_; }
+  int line() const noexcept { return line_; }  ///< 1-based; 0 when unknown
+  const std::string& field() const noexcept { return field_; }
+  const std::string& message() const noexcept { return message_; }
+
+ private:
+  std::string file_;
+  int line_;
+  std::string field_;
+  std::string message_;
+};
+
+/// The config used without --config: memory backend, one policy `default` (capacity 10,
+/// refill 1/s), one rule keying every path by client IP, loopback trusted as a proxy.
+config default_config();
+
+/// Parses and validates YAML text; `source` names it in errors. Throws config_error.
+config parse_config(std::string_view yaml, std::string source);
+
+/// Reads and parses a file. Throws config_error (also when it cannot be read).
+config load_config_file(const std::string& path);
+
+/// Parses "host:port" / "[v6]:port" into the config's listen fields. Throws
+/// std::invalid_argument with a message.
+void parse_listen(std::string_view text, config& c);
+
+}  // namespace sluice::daemon

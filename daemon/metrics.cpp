@@ -1,0 +1,142 @@
+#include "metrics.hpp"
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <sluice/error.hpp>
+
+namespace sluice::daemon {
+
+namespace {
+double seconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+}  // namespace
+
+struct metrics::families {
+  prometheus::Family<prometheus::Counter>& decisions;
+  prometheus::Family<prometheus::Counter>& degraded;
+  prometheus::Family<prometheus::Counter>& backend_errors;
+  prometheus::Family<prometheus::Histogram>& backend_latency;
+  prometheus::Family<prometheus::Counter>& requests;
+  prometheus::Family<prometheus::Histogram>& request_latency;
+  prometheus::Family<prometheus::Counter>& reloads;
+  prometheus::Family<prometheus::Gauge>& backend_up;
+  // Latencies from 100 us (memory, local Redis) to 2.5 s (far beyond any sane timeout).
+  const prometheus::Histogram::BucketBoundaries buckets{
+      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
+};
+
+metrics::metrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  auto& r = *registry_;
+  f_.reset(new families{
+      prometheus::BuildCounter()
+          .Name("sluice_decisions_total")
+          .Help("Rate-limit decisions by endpoint, policy, rule and result")
+          .Register(r),
+      prometheus::BuildCounter()
+          .Name("sluice_degraded_decisions_total")
+          .Help("Decisions made by a failure mode because the backend failed")
+          .Register(r),
+      prometheus::BuildCounter()
+          .Name("sluice_backend_errors_total")
+          .Help("Backend errors by kind")
+          .Register(r),
+      prometheus::BuildHistogram()
+          .Name("sluice_backend_check_duration_seconds")
+          .Help("Time of one limiter check, backend round trip and failure mode included")
+          .Register(r),
+      prometheus::BuildCounter()
+          .Name("sluice_http_requests_total")
+          .Help("HTTP requests answered, by endpoint and status code")
+          .Register(r),
+      prometheus::BuildHistogram()
+          .Name("sluice_http_request_duration_seconds")
+          .Help("Time from a complete request to its response being queued, by endpoint")
+          .Register(r),
+      prometheus::BuildCounter()
+          .Name("sluice_config_reloads_total")
+          .Help("Config reloads (SIGHUP) by result")
+          .Register(r),
+      prometheus::BuildGauge()
+          .Name("sluice_backend_up")
+          .Help("1 when the last readiness probe reached the backend, else 0")
+          .Register(r),
+  });
+  // Present from the start, so dashboards see zeros rather than nothing.
+  f_->backend_latency.Add({}, f_->buckets);
+  f_->reloads.Add({{"result", "success"}});
+  f_->reloads.Add({{"result", "failure"}});
+  f_->backend_up.Add({}).Set(1);
+}
+
+metrics::~metrics() = default;
+
+void metrics::decision(std::string_view endpoint, std::string_view policy, std::string_view rule,
+                       std::string_view result) {
+  f_->decisions
+      .Add({{"endpoint", std::string(endpoint)},
+            {"policy", std::string(policy)},
+            {"rule", std::string(rule)},
+            {"result", std::string(result)}})
+      .Increment();
+}
+
+void metrics::degraded(failure_mode mode, std::string_view policy) {
+  f_->degraded.Add({{"mode", std::string(to_string(mode))}, {"policy", std::string(policy)}})
+      .Increment();
+}
+
+std::string metrics::error_label(std::error_code ec) {
+  if (ec.category() == error_category()) {
+    switch (static_cast<errc>(ec.value())) {
+      case errc::backend_timeout:
+        return "timeout";
+      case errc::backend_unavailable:
+        return "unavailable";
+      case errc::backend_protocol_error:
+        return "protocol_error";
+      case errc::backend_script_error:
+        return "script_error";
+      case errc::backend_overloaded:
+        return "overloaded";
+      case errc::backend_shutting_down:
+        return "shutting_down";
+      default:
+        break;
+    }
+  }
+  return "other";
+}
+
+void metrics::backend_error(std::error_code ec) {
+  f_->backend_errors.Add({{"error", error_label(ec)}}).Increment();
+}
+
+void metrics::backend_latency(std::chrono::steady_clock::duration d) {
+  f_->backend_latency.Add({}, f_->buckets).Observe(seconds(d));
+}
+
+void metrics::request(std::string_view endpoint, unsigned status,
+                      std::chrono::steady_clock::duration d) {
+  f_->requests.Add({{"endpoint", std::string(endpoint)}, {"code", std::to_string(status)}})
+      .Increment();
+  f_->request_latency.Add({{"endpoint", std::string(endpoint)}}, f_->buckets).Observe(seconds(d));
+}
+
+void metrics::reload(bool ok) {
+  f_->reloads.Add({{"result", ok ? "success" : "failure"}}).Increment();
+}
+
+void metrics::backend_up(bool up) { f_->backend_up.Add({}).Set(up ? 1 : 0); }
+
+std::string metrics::serialize() const {
+  prometheus::TextSerializer s;
+  return s.Serialize(registry_->Collect());
+}
+
+}  // namespace sluice::daemon

@@ -1,0 +1,56 @@
+#pragma once
+// The daemon's Prometheus metrics, declared once here (names are listed in docs/daemon.md).
+// prometheus-cpp (Debian prometheus-cpp-dev) keeps the registry and writes the text
+// exposition format; the daemon serves it on GET /metrics itself.
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include <sluice/policy.hpp>
+
+namespace prometheus {
+class Registry;
+}
+
+namespace sluice::daemon {
+
+/// Thread-safe.
+class metrics {
+ public:
+  metrics();
+  ~metrics();
+  metrics(const metrics&) = delete;
+  metrics& operator=(const metrics&) = delete;
+
+  /// One decision: `endpoint` is `check` or `auth`, `rule` is empty for /v1/check,
+  /// `result` is `allowed`, `denied`, `shadow_denied` or `skipped`.
+  void decision(std::string_view endpoint, std::string_view policy, std::string_view rule,
+                std::string_view result);
+  /// A decision made by `mode` because the backend failed.
+  void degraded(failure_mode mode, std::string_view policy);
+  /// A backend error (the `error` label is the errc's short name, e.g. `timeout`).
+  void backend_error(std::error_code ec);
+  /// How long one limiter check took (validation, backend round trip, failure mode).
+  void backend_latency(std::chrono::steady_clock::duration d);
+  /// One HTTP request answered.
+  void request(std::string_view endpoint, unsigned status, std::chrono::steady_clock::duration d);
+  /// A SIGHUP reload attempt.
+  void reload(bool ok);
+  /// Whether the last readiness probe reached the backend.
+  void backend_up(bool up);
+
+  /// The text exposition format (version 0.0.4).
+  std::string serialize() const;
+
+  /// The short label for a backend error code.
+  static std::string error_label(std::error_code ec);
+
+ private:
+  struct families;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<families> f_;
+};
+
+}  // namespace sluice::daemon

@@ -1,0 +1,243 @@
+#include "server.hpp"
+
+#include <optional>
+
+#include <spdlog/spdlog.h>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core/bind_handler.hpp>
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+
+namespace sluice::daemon {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+using tcp = asio::ip::tcp;
+
+// One connection. Everything runs on the connection's strand; `busy_` is true from a
+// complete request until its response is written, which is what the drain waits for.
+class session : public std::enable_shared_from_this<session> {
+ public:
+  session(tcp::socket&& socket, std::shared_ptr<server> srv)
+      : stream_(std::move(socket)), server_(std::move(srv)) {
+    beast::error_code ec;
+    auto ep = stream_.socket().remote_endpoint(ec);
+    if (!ec) peer_ = ep.address().to_string();
+  }
+  ~session() { server_->session_ended(); }
+
+  void run() {
+    asio::dispatch(stream_.get_executor(),
+                   beast::bind_front_handler(&session::do_read, shared_from_this()));
+  }
+
+  // From the drain: a connection waiting for its next request is closed now; one with a
+  // request in flight closes after answering it.
+  void close_if_idle() {
+    asio::post(stream_.get_executor(), [self = shared_from_this()] {
+      if (!self->busy_) self->close();
+    });
+  }
+
+ private:
+  void do_read() {
+    if (server_->draining()) return close();
+    limits_ = server_->svc().current()->cfg.limits;
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(limits_.max_header_bytes));
+    parser_->body_limit(limits_.max_body_bytes);
+    stream_.expires_after(limits_.idle_timeout);
+    bhttp::async_read(stream_, buffer_, *parser_,
+                      beast::bind_front_handler(&session::on_read, shared_from_this()));
+  }
+
+  void on_read(beast::error_code ec, std::size_t) {
+    if (ec == bhttp::error::header_limit) {
+      return reject(431, "headers_too_large",
+                    "the request line and headers exceed " +
+                        std::to_string(limits_.max_header_bytes) + " bytes");
+    }
+    if (ec == bhttp::error::body_limit) {
+      return reject(413, "body_too_large",
+                    "the body exceeds " + std::to_string(limits_.max_body_bytes) + " bytes");
+    }
+    if (ec) {
+      // A malformed request gets an answer; a closed, reset or idle connection does not.
+      const bool partial =
+          parser_ && parser_->got_some() && ec != bhttp::error::end_of_stream &&
+          ec != beast::error::timeout && ec != asio::error::operation_aborted &&
+          ec.category() == bhttp::make_error_code(bhttp::error::bad_method).category();
+      if (partial) return reject(400, "bad_request", "malformed HTTP request: " + ec.message());
+      return close();
+    }
+    busy_ = true;
+    auto req = parser_->release();
+    keep_alive_ = req.keep_alive();
+    // The backend has its own timeout; the socket must not expire while waiting for it.
+    stream_.expires_never();
+    server_->svc().handle(
+        std::move(req), peer_, stream_.get_executor(),
+        [self = shared_from_this()](http_response res) { self->write(std::move(res)); });
+  }
+
+  void reject(unsigned status, std::string_view code, const std::string& detail) {
+    busy_ = true;
+    keep_alive_ = false;
+    auto res = service::problem_response(status, code, detail);
+    server_->svc().stats().request("other", status, std::chrono::steady_clock::duration{});
+    write(std::move(res));
+  }
+
+  void write(http_response res) {
+    res.keep_alive(keep_alive_ && !server_->draining());
+    res.prepare_payload();
+    auto sp = std::make_shared<http_response>(std::move(res));
+    stream_.expires_after(limits_.idle_timeout);
+    bhttp::async_write(stream_, *sp,
+                       [self = shared_from_this(), sp](beast::error_code ec, std::size_t) {
+                         self->on_write(ec, sp->need_eof());
+                       });
+  }
+
+  void on_write(beast::error_code ec, bool eof) {
+    busy_ = false;
+    if (ec) return close();
+    if (eof) return linger_close();
+    do_read();
+  }
+
+  // Closing a socket with unread input makes the kernel send RST, which can destroy the
+  // response before the client reads it (e.g. after 413 while the body still arrives). So
+  // half-close, read and discard what the client still sends, briefly, then close.
+  void linger_close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    if (ec) return close();
+    stream_.expires_after(std::chrono::seconds(1));
+    discard();
+  }
+
+  void discard() {
+    stream_.async_read_some(asio::buffer(scratch_),
+                            [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                              self->discarded_ += n;
+                              if (ec || self->discarded_ > (1u << 20)) return self->close();
+                              self->discard();
+                            });
+  }
+
+  void close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.socket().close(ec);
+  }
+
+  beast::tcp_stream stream_;
+  std::shared_ptr<server> server_;
+  std::string peer_;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  limits_config limits_;
+  bool busy_ = false;
+  bool keep_alive_ = true;
+  std::array<char, 4096> scratch_{};
+  std::size_t discarded_ = 0;
+};
+
+server::server(asio::io_context& ioc, service& svc)
+    : ioc_(ioc), svc_(svc), acceptor_(asio::make_strand(ioc)) {}
+
+tcp::endpoint server::listen(const tcp::endpoint& ep) {
+  acceptor_.open(ep.protocol());
+  acceptor_.set_option(asio::socket_base::reuse_address(true));
+  acceptor_.bind(ep);
+  acceptor_.listen(asio::socket_base::max_listen_connections);
+  return acceptor_.local_endpoint();
+}
+
+void server::start() {
+  asio::dispatch(acceptor_.get_executor(), [self = shared_from_this()] { self->do_accept(); });
+}
+
+void server::do_accept() {
+  acceptor_.async_accept(asio::make_strand(ioc_),
+                         [self = shared_from_this()](beast::error_code ec, tcp::socket s) {
+                           if (self->draining() || !self->acceptor_.is_open()) return;
+                           if (ec) {
+                             spdlog::warn("accept: {}", ec.message());
+                           } else {
+                             auto sess = std::make_shared<session>(std::move(s), self);
+                             self->session_started(sess);
+                             sess->run();
+                           }
+                           self->do_accept();
+                         });
+}
+
+void server::session_started(const std::shared_ptr<session>& s) {
+  std::lock_guard lock(mu_);
+  ++live_;
+  if (sessions_.size() > 64 && sessions_.size() > 2 * live_) {
+    std::erase_if(sessions_, [](const auto& w) { return w.expired(); });
+  }
+  sessions_.push_back(s);
+}
+
+void server::session_ended() {
+  bool last = false;
+  {
+    std::lock_guard lock(mu_);
+    --live_;
+    last = live_ == 0 && draining();
+  }
+  if (last) finish_drain();
+}
+
+void server::drain(std::chrono::milliseconds deadline, std::function<void()> done) {
+  asio::dispatch(acceptor_.get_executor(), [self = shared_from_this(), deadline,
+                                            done = std::move(done)]() mutable {
+    beast::error_code ec;
+    self->acceptor_.close(ec);
+    std::vector<std::shared_ptr<session>> open;
+    bool none = false;
+    {
+      std::lock_guard lock(self->mu_);
+      self->draining_.store(true, std::memory_order_release);
+      self->drained_ = std::move(done);
+      for (auto& w : self->sessions_) {
+        if (auto s = w.lock()) open.push_back(std::move(s));
+      }
+      none = self->live_ == 0;
+      self->deadline_ = std::make_unique<asio::steady_timer>(self->ioc_, deadline);
+      self->deadline_->async_wait([self](beast::error_code e) {
+        if (e) return;
+        spdlog::warn("drain: deadline passed with connections still open");
+        self->finish_drain();
+      });
+    }
+    spdlog::info("draining {} connection(s)", open.size());
+    for (auto& s : open) s->close_if_idle();
+    open.clear();  // a session may end right here; session_ended then finishes the drain
+    if (none) self->finish_drain();
+  });
+}
+
+void server::finish_drain() {
+  std::function<void()> done;
+  {
+    std::lock_guard lock(mu_);
+    done = std::move(drained_);
+    drained_ = nullptr;
+    if (deadline_) deadline_->cancel();
+  }
+  if (done) done();
+}
+
+}  // namespace sluice::daemon

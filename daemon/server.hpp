@@ -1,0 +1,61 @@
+#pragma once
+// The HTTP/1.1 server (Boost.Beast): a listener accepting connections and one session per
+// connection on its own strand, with keep-alive, read timeouts, request-size limits and a
+// drain for SIGTERM.
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "service.hpp"
+
+namespace sluice::daemon {
+
+class session;
+
+/// Thread-safe: run the io_context on as many threads as wanted.
+class server : public std::enable_shared_from_this<server> {
+ public:
+  server(boost::asio::io_context& ioc, service& svc);
+
+  /// Binds and listens on `ep`; returns the bound endpoint (port 0 picks a free port).
+  /// Throws boost::system::system_error when the address cannot be bound.
+  boost::asio::ip::tcp::endpoint listen(const boost::asio::ip::tcp::endpoint& ep);
+
+  /// Starts accepting connections.
+  void start();
+
+  /// Stops accepting, closes idle keep-alive connections, lets requests in flight finish
+  /// (their connections close after the response), and calls `done` once no connection
+  /// is left or `deadline` has passed, whichever comes first. Call once.
+  void drain(std::chrono::milliseconds deadline, std::function<void()> done);
+
+  bool draining() const noexcept { return draining_.load(std::memory_order_acquire); }
+  service& svc() noexcept { return svc_; }
+
+  // Session bookkeeping (used by session).
+  void session_started(const std::shared_ptr<session>& s);
+  void session_ended();
+
+ private:
+  void do_accept();
+  void finish_drain();
+
+  boost::asio::io_context& ioc_;
+  service& svc_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  std::atomic<bool> draining_{false};
+  std::mutex mu_;
+  std::vector<std::weak_ptr<session>> sessions_;
+  std::size_t live_ = 0;
+  std::function<void()> drained_;
+  std::unique_ptr<boost::asio::steady_timer> deadline_;
+};
+
+}  // namespace sluice::daemon

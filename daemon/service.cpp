@@ -1,0 +1,381 @@
+#include "service.hpp"
+
+#include <spdlog/spdlog.h>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/beast/http/field.hpp>
+#include <boost/beast/http/status.hpp>
+#include <nlohmann/json.hpp>
+
+#include <sluice/error.hpp>
+#include <sluice/http/client_ip.hpp>
+#include <sluice/http/evaluate.hpp>
+#include <sluice/http/headers.hpp>
+#include <sluice/memory_backend.hpp>
+#include <sluice/redis_backend.hpp>
+
+namespace sluice::daemon {
+namespace {
+
+using json = nlohmann::json;
+using steady = std::chrono::steady_clock;
+
+constexpr std::string_view auth_prefix = "/v1/auth";
+
+// Beast 1.74 speaks boost::string_view.
+std::string_view sv(boost::beast::string_view s) { return {s.data(), s.size()}; }
+boost::beast::string_view bsv(std::string_view s) { return {s.data(), s.size()}; }
+
+// The readiness probe's policy: a bucket that is always full again within a millisecond,
+// so probing never limits anything and its key expires at once.
+policy probe_policy() {
+  policy p;
+  p.capacity = max_capacity;
+  p.refill_per_second = max_refill_per_second;
+  p.on_failure = failure_mode::closed;
+  return p;
+}
+
+std::string_view path_of(std::string_view target) { return target.substr(0, target.find('?')); }
+
+bool is_auth_path(std::string_view path) {
+  return path == auth_prefix || (path.starts_with(auth_prefix) && path[auth_prefix.size()] == '/');
+}
+
+http_response plain(unsigned status, std::string body, std::string_view type, unsigned version) {
+  http_response res{static_cast<bhttp::status>(status), version};
+  res.set(bhttp::field::content_type, bsv(type));
+  res.set(bhttp::field::cache_control, "no-store");
+  res.body() = std::move(body);
+  return res;
+}
+
+void add_headers(http_response& res, const std::vector<http::header_field>& fields) {
+  for (const auto& f : fields) res.set(f.name, f.value);
+}
+
+bool same_backend(const config& a, const config& b) {
+  return a.backend == b.backend && a.key_prefix == b.key_prefix &&
+         a.backend_timeout == b.backend_timeout &&
+         a.backend_connect_timeout == b.backend_connect_timeout &&
+         a.memory_max_keys == b.memory_max_keys;
+}
+
+// A JSON object's member, or nullptr.
+const json* member(const json& obj, const char* name) {
+  auto it = obj.find(name);
+  return it == obj.end() ? nullptr : &*it;
+}
+
+}  // namespace
+
+service::service(config c) : current_(build(std::move(c), nullptr)) {}
+
+std::shared_ptr<const runtime> service::current() const {
+  std::lock_guard lock(mu_);
+  return current_;
+}
+
+std::shared_ptr<const runtime> service::build(config c,
+                                              const std::shared_ptr<const runtime>& prev) const {
+  auto rt = std::make_shared<runtime>();
+  rt->rules = std::make_shared<const http::rule_set>(c.policies, c.rules, c.keys);
+  rt->memory_backend = c.backend == "memory";
+  if (prev && same_backend(prev->cfg, c)) {
+    rt->lim = prev->lim;
+  } else {
+    memory_options mo;
+    mo.max_keys = c.memory_max_keys;
+    auto mem = make_memory_backend(mo);
+    if (rt->memory_backend) {
+      rt->lim = std::make_shared<limiter>(mem, mem);
+    } else {
+      redis_options ro;
+      ro.url = c.backend;
+      ro.key_prefix = c.key_prefix;
+      ro.command_timeout = c.backend_timeout;
+      ro.connect_timeout = c.backend_connect_timeout;
+      rt->lim = std::make_shared<limiter>(make_redis_backend(ro), mem);
+    }
+  }
+  rt->cfg = std::move(c);
+  return rt;
+}
+
+void service::apply(config c) {
+  auto prev = current();
+  auto next = build(std::move(c), prev);
+  std::lock_guard lock(mu_);
+  current_ = std::move(next);
+}
+
+bool service::reload(const std::string& path) {
+  try {
+    auto c = load_config_file(path);
+    auto prev = current();
+    if (c.listen() != prev->cfg.listen() || c.threads != prev->cfg.threads) {
+      spdlog::warn("reload: listen and threads take effect only on restart");
+    }
+    spdlog::set_level(spdlog::level::from_str(c.log_level));
+    apply(std::move(c));
+    metrics_.reload(true);
+    spdlog::info("reload: applied {}", path);
+    return true;
+  } catch (const std::exception& e) {
+    metrics_.reload(false);
+    spdlog::error("reload: rejected, the previous config keeps serving: {}", e.what());
+    return false;
+  }
+}
+
+std::string_view service::endpoint_of(std::string_view target) noexcept {
+  const auto path = path_of(target);
+  if (path == "/v1/check") return "check";
+  if (is_auth_path(path)) return "auth";
+  if (path == "/metrics") return "metrics";
+  if (path == "/healthz") return "healthz";
+  if (path == "/readyz") return "readyz";
+  return "other";
+}
+
+http_response service::problem_response(unsigned status, std::string_view error,
+                                        std::string_view detail, unsigned version) {
+  json j;
+  j["type"] = "about:blank";
+  j["title"] = std::string(bhttp::obsolete_reason(static_cast<bhttp::status>(status)));
+  j["status"] = status;
+  j["detail"] = std::string(detail);
+  j["error"] = std::string(error);
+  return plain(status, j.dump() + "\n", http::problem_content_type, version);
+}
+
+void service::handle(http_request req, std::string peer, boost::asio::any_io_executor ex,
+                     done_handler done) {
+  const auto start = steady::now();
+  const auto endpoint = endpoint_of(sv(req.target()));
+  const auto version = req.version();
+  // Every response passes here: stamp the version and count it.
+  auto finish = [this, start, endpoint = endpoint, version,
+                 done = std::move(done)](http_response res) {
+    res.version(version);
+    metrics_.request(endpoint, res.result_int(), steady::now() - start);
+    done(std::move(res));
+  };
+  auto rt = current();
+  const auto method = req.method();
+  const bool get = method == bhttp::verb::get;
+
+  if (endpoint == "check") return handle_check(req, std::move(rt), ex, std::move(finish));
+  if (endpoint == "auth") return handle_auth(req, peer, std::move(rt), ex, std::move(finish));
+  if (endpoint == "other") {
+    return finish(problem_response(
+        404, "not_found", "no such endpoint: " + std::string(path_of(sv(req.target()))), version));
+  }
+  if (!get) {
+    auto res = problem_response(405, "method_not_allowed", "use GET", version);
+    res.set(bhttp::field::allow, "GET");
+    return finish(std::move(res));
+  }
+  if (endpoint == "healthz")
+    return finish(plain(200, "{\"status\":\"ok\"}\n", "application/json", version));
+  if (endpoint == "metrics") {
+    return finish(
+        plain(200, metrics_.serialize(), "text/plain; version=0.0.4; charset=utf-8", version));
+  }
+  return handle_ready(req, std::move(rt), ex, std::move(finish));
+}
+
+void service::handle_check(const http_request& req, std::shared_ptr<const runtime> rt,
+                           boost::asio::any_io_executor ex, done_handler done) {
+  const auto version = req.version();
+  auto bad = [&](unsigned status, std::string_view code, const std::string& detail) {
+    done(problem_response(status, code, detail, version));
+  };
+  if (req.method() != bhttp::verb::post) {
+    auto res =
+        problem_response(405, "method_not_allowed", "POST a JSON body to /v1/check", version);
+    res.set(bhttp::field::allow, "POST");
+    return done(std::move(res));
+  }
+  const auto ctype = sv(req[bhttp::field::content_type]);
+  const auto mime = ctype.substr(0, ctype.find(';'));
+  if (!boost::beast::iequals(bsv(mime), "application/json")) {
+    return bad(415, "unsupported_media_type", "Content-Type must be application/json");
+  }
+  const auto body = json::parse(req.body(), nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) return bad(400, "malformed_json", "the body is not valid JSON");
+  if (!body.is_object()) return bad(400, "invalid_request", "the body must be a JSON object");
+  for (const auto& [name, value] : body.items()) {
+    (void)value;
+    if (name != "key" && name != "policy" && name != "cost") {
+      return bad(400, "invalid_request",
+                 "unknown member \"" + name + "\" (want key, policy, cost)");
+    }
+  }
+  const auto* key = member(body, "key");
+  if (!key) return bad(400, "invalid_request", "\"key\" is required");
+  if (!key->is_string()) return bad(400, "invalid_request", "\"key\" must be a string");
+  const auto* pol = member(body, "policy");
+  if (!pol) return bad(400, "invalid_request", "\"policy\" is required");
+  if (!pol->is_string()) return bad(400, "invalid_request", "\"policy\" must be a string");
+  std::uint64_t cost = 1;
+  if (const auto* c = member(body, "cost")) {
+    if (!c->is_number_integer()) return bad(400, "invalid_request", "\"cost\" must be an integer");
+    if (c->is_number_unsigned()) {
+      cost = c->get<std::uint64_t>();
+    } else {
+      cost = 0;  // negative
+    }
+  }
+  auto k = key->get<std::string>();
+  auto policy_name = pol->get<std::string>();
+  const auto* p = rt->rules->find_policy(policy_name);
+  if (!p) return bad(422, "unknown_policy", "no policy named \"" + policy_name + "\"");
+  if (k.empty()) return bad(422, "invalid_key", "\"key\" must not be empty");
+  if (k.size() > max_key_size) {
+    return bad(422, "key_too_long",
+               "\"key\" is longer than " + std::to_string(max_key_size) + " bytes");
+  }
+  if (cost < 1 || cost > p->capacity) {
+    return bad(422, "cost_out_of_range",
+               "\"cost\" must be 1.." + std::to_string(p->capacity) + " for policy \"" +
+                   policy_name + "\"");
+  }
+
+  const auto start = steady::now();
+  auto& lim = *rt->lim;
+  lim.async_check(
+      k, *p, cost,
+      boost::asio::bind_executor(
+          ex, [this, rt = std::move(rt), policy_name = std::move(policy_name), p, start, version,
+               done = std::move(done)](std::error_code ec, decision d) {
+            metrics_.backend_latency(steady::now() - start);
+            if (ec) {  // validated above; only a bug could get here
+              return done(problem_response(422, "invalid_input", ec.message(), version));
+            }
+            if (d.degraded) {
+              metrics_.backend_error(d.backend_error);
+              metrics_.degraded(p->on_failure, policy_name);
+            }
+            metrics_.decision("check", policy_name, "", d.allowed ? "allowed" : "denied");
+            json j;
+            j["allowed"] = d.allowed;
+            j["limit"] = d.limit;
+            j["remaining"] = d.remaining;
+            j["retry_after_ms"] = d.retry_after.count();
+            j["reset_after_ms"] = d.reset_after.count();
+            j["degraded"] = d.degraded;
+            j["policy"] = policy_name;
+            auto res = plain(200, j.dump() + "\n", "application/json", version);
+            add_headers(res, http::rate_limit_headers(d, policy_name, *p));
+            done(std::move(res));
+          }));
+}
+
+void service::handle_auth(const http_request& req, const std::string& peer,
+                          std::shared_ptr<const runtime> rt, boost::asio::any_io_executor ex,
+                          done_handler done) {
+  const auto version = req.version();
+  // Headers of the auth request itself; repeated fields joined in order (RFC 9110 5.3).
+  auto lookup = [&req](std::string_view name) -> std::optional<std::string> {
+    auto [it, end] = req.equal_range(bsv(name));
+    if (it == end) return std::nullopt;
+    std::string v(it->value());
+    for (++it; it != end; ++it) {
+      v += ", ";
+      v += sv(it->value());
+    }
+    return v;
+  };
+  auto first_of = [&](std::initializer_list<std::string_view> names) -> std::optional<std::string> {
+    for (auto n : names) {
+      if (auto v = lookup(n); v && !v->empty()) return v;
+    }
+    return std::nullopt;
+  };
+
+  const auto& opts = rt->rules->options();
+  const auto peer_ip = http::parse_ip(peer);
+  // What the proxy says about the original request counts only when the proxy is trusted;
+  // anyone else is described by its own request (path after /v1/auth, method, Host).
+  const bool trusted = peer_ip && http::is_trusted(*peer_ip, opts);
+
+  http::request_facts facts;
+  facts.peer = peer;
+  facts.method = std::string(sv(req.method_string()));
+  auto path = path_of(sv(req.target())).substr(auth_prefix.size());
+  std::string uri = path.empty() ? std::string("/") : std::string(path);
+  facts.host = std::string(sv(req[bhttp::field::host]));
+  if (trusted) {
+    if (auto m = first_of({"X-Forwarded-Method", "X-Original-Method"})) facts.method = *m;
+    if (auto u = first_of({"X-Forwarded-Uri", "X-Original-URI"})) uri = *u;
+    if (auto h = first_of({"X-Forwarded-Host"})) facts.host = *h;
+  }
+  facts.path = std::string(path_of(uri));
+  if (facts.path.empty() || facts.path.front() != '/') facts.path.insert(0, "/");
+  facts.headers = lookup;
+
+  const auto start = steady::now();
+  const auto deny_status = rt->cfg.deny_status;
+  // async_evaluate reads the headers before it returns, so `lookup` may refer to `req`.
+  http::async_evaluate(
+      *rt->lim, rt->rules, facts,
+      boost::asio::bind_executor(ex, [this, rt, start, version, deny_status, done = std::move(done),
+                                      method = facts.method,
+                                      path = facts.path](http::evaluation e) {
+        metrics_.backend_latency(steady::now() - start);
+        for (const auto& o : e.outcomes) {
+          if (o.skipped) {
+            metrics_.decision("auth", o.policy, o.rule, "skipped");
+            continue;
+          }
+          if (o.result.degraded) {
+            const auto* p = rt->rules->find_policy(o.policy);
+            metrics_.backend_error(o.result.backend_error);
+            if (p) metrics_.degraded(p->on_failure, o.policy);
+          }
+          std::string_view result = o.result.allowed ? "allowed" : "denied";
+          if (o.shadow && !o.result.allowed) {
+            result = "shadow_denied";
+            spdlog::info("shadow rule {} would deny {} {} (key {})", o.rule, method, path, o.key);
+          }
+          metrics_.decision("auth", o.policy, o.rule, result);
+        }
+        auto r = http::make_response(e, deny_status);
+        http_response res;
+        if (r.allowed) {
+          res = plain(200, "", "text/plain", version);
+        } else {
+          res = plain(r.status, std::move(r.body), http::problem_content_type, version);
+        }
+        add_headers(res, r.headers);
+        done(std::move(res));
+      }));
+}
+
+void service::handle_ready(const http_request& req, std::shared_ptr<const runtime> rt,
+                           boost::asio::any_io_executor ex, done_handler done) {
+  const auto version = req.version();
+  if (rt->memory_backend) {
+    metrics_.backend_up(true);
+    return done(
+        plain(200, "{\"status\":\"ready\",\"backend\":\"up\"}\n", "application/json", version));
+  }
+  // A real round trip through the limiter: the backend is up if it decided.
+  static const policy probe = probe_policy();
+  auto& lim = *rt->lim;
+  lim.async_check("sluiced:readyz", probe, 1,
+                  boost::asio::bind_executor(ex, [this, rt, version, done = std::move(done)](
+                                                     std::error_code, decision d) {
+                    const bool up = !d.degraded;
+                    metrics_.backend_up(up);
+                    const bool ready = up || rt->cfg.on_backend_failure != failure_mode::closed;
+                    json j;
+                    j["status"] = ready ? "ready" : "not ready";
+                    j["backend"] = up ? "up" : "unreachable";
+                    if (!up)
+                      j["on_backend_failure"] = std::string(to_string(rt->cfg.on_backend_failure));
+                    done(plain(ready ? 200 : 503, j.dump() + "\n", "application/json", version));
+                  }));
+}
+
+}  // namespace sluice::daemon

@@ -1,0 +1,86 @@
+#pragma once
+// The daemon's request handling, apart from sockets: routes one parsed HTTP request to
+// /v1/check, /v1/auth, /metrics, /healthz or /readyz and produces the response. The
+// server (server.hpp) owns connections and calls service::handle for each request.
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include <sluice/http/rules.hpp>
+#include <sluice/limiter.hpp>
+
+#include "config.hpp"
+#include "metrics.hpp"
+
+namespace sluice::daemon {
+
+namespace bhttp = boost::beast::http;
+using http_request = bhttp::request<bhttp::string_body>;
+using http_response = bhttp::response<bhttp::string_body>;
+
+/// One config in force: immutable; a reload builds a new one and swaps the pointer.
+struct runtime {
+  config cfg;
+  std::shared_ptr<const http::rule_set> rules;
+  /// Shared by successive runtimes while the backend settings stay the same, so a reload
+  /// keeps the memory backend's buckets and the Redis connection.
+  std::shared_ptr<limiter> lim;
+  bool memory_backend = true;
+};
+
+/// Thread-safe.
+class service {
+ public:
+  /// Builds the first runtime. Throws std::invalid_argument when the backend cannot be
+  /// created (e.g. a malformed redis:// URL).
+  explicit service(config c);
+
+  /// The runtime in force now.
+  std::shared_ptr<const runtime> current() const;
+
+  /// Replaces the runtime with one for `c` (listen address and threads are start-up only).
+  void apply(config c);
+
+  /// SIGHUP: reads `path`; a valid config replaces the current one, an invalid one is
+  /// logged and the current one keeps serving. Returns whether it was applied.
+  bool reload(const std::string& path);
+
+  using done_handler = std::function<void(http_response)>;
+
+  /// Answers `req` from `peer` (an IP address as text). `done` is called exactly once,
+  /// either inline or from `ex` (the connection's strand).
+  void handle(http_request req, std::string peer, boost::asio::any_io_executor ex,
+              done_handler done);
+
+  metrics& stats() noexcept { return metrics_; }
+
+  /// The endpoint label used in metrics for `target`.
+  static std::string_view endpoint_of(std::string_view target) noexcept;
+
+  /// A problem+json response (RFC 9457): type `about:blank`, the status's reason phrase as
+  /// title, `detail`, and an `error` extension member with a stable machine-readable code.
+  static http_response problem_response(unsigned status, std::string_view error,
+                                        std::string_view detail, unsigned version = 11);
+
+ private:
+  std::shared_ptr<const runtime> build(config c, const std::shared_ptr<const runtime>& prev) const;
+  void handle_check(const http_request& req, std::shared_ptr<const runtime> rt,
+                    boost::asio::any_io_executor ex, done_handler done);
+  void handle_auth(const http_request& req, const std::string& peer,
+                   std::shared_ptr<const runtime> rt, boost::asio::any_io_executor ex,
+                   done_handler done);
+  void handle_ready(const http_request& req, std::shared_ptr<const runtime> rt,
+                    boost::asio::any_io_executor ex, done_handler done);
+
+  mutable std::mutex mu_;
+  std::shared_ptr<const runtime> current_;
+  metrics metrics_;
+};
+
+}  // namespace sluice::daemon
