@@ -208,6 +208,17 @@ TEST(RedisAtomicityTest, TwoHundredThreadsAdmitExactlyTheCapacity) {
   }
 }
 
+TEST(RedisAtomicityTest, NaiveLimiterIsCorrectOneCallAtATime) {
+  // The control: the naive limiter's math is right; only concurrency breaks it.
+  test::redis_server redis;
+  limiter lim(std::make_shared<naive_backend>(redis.port()));
+  int admitted = 0;
+  for (int i = 0; i < 3 * static_cast<int>(capacity); ++i) {
+    admitted += lim.check("sequential", one_key_policy()).allowed ? 1 : 0;
+  }
+  EXPECT_EQ(admitted, static_cast<int>(capacity));
+}
+
 TEST(RedisAtomicityTest, NaiveReadThenWriteOverAdmitsUnderTheSameTest) {
   test::redis_server redis;
   int worst = 0;

@@ -41,6 +41,28 @@ redis::reply_ptr redis_client::command(std::initializer_list<std::string_view> a
   return command(v);
 }
 
+redis::reply_ptr redis_client::transaction(const std::string& formatted, std::size_t count) {
+  std::string all;
+  redis::append_command(all, {"MULTI"});
+  all += formatted;
+  redis::append_command(all, {"EXEC"});
+  if (redisAppendFormattedCommand(ctx_.get(), all.data(), all.size()) != REDIS_OK)
+    throw std::runtime_error(std::string("redis_client: ") + ctx_->errstr);
+  redis::reply_ptr last;
+  for (std::size_t i = 0; i < count + 2; ++i) {  // +OK, QUEUED per command, then EXEC's
+    void* raw = nullptr;
+    if (redisGetReply(ctx_.get(), &raw) != REDIS_OK || !raw)
+      throw std::runtime_error(std::string("redis_client: ") + ctx_->errstr);
+    last.reset(static_cast<redisReply*>(raw));
+    if (redis::is_error(*last))
+      throw std::runtime_error("redis_client: transaction: " +
+                               std::string(redis::reply_text(*last)));
+  }
+  if (last->type != REDIS_REPLY_ARRAY || last->elements != count)
+    throw std::runtime_error("redis_client: transaction was aborted");
+  return last;
+}
+
 std::optional<std::string> redis_client::get(std::string_view key) {
   auto r = command({"GET", key});
   if (r->type == REDIS_REPLY_NIL) return std::nullopt;

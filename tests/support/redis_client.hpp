@@ -29,6 +29,11 @@ class redis_client {
   redis::reply_ptr command(const std::vector<std::string>& args);
   redis::reply_ptr command(std::initializer_list<std::string_view> args);
 
+  /// Sends `count` commands, already formatted with redis::append_command (or the
+  /// product's formatters), inside MULTI/EXEC and returns EXEC's reply: an array with one
+  /// reply per command, run with nothing in between. Throws std::runtime_error.
+  redis::reply_ptr transaction(const std::string& formatted, std::size_t count);
+
   /// GET; std::nullopt for a missing key.
   std::optional<std::string> get(std::string_view key);
   /// PTTL in ms (-2: no key, -1: no expiry).
