@@ -38,3 +38,14 @@ sluice_timed() {
   sluice_log "$what: $((SECONDS - start)) s (exit $rc)"
   return $rc
 }
+
+# Runs scripts/bootstrap unless this script was started by one that already did.
+sluice_bootstrap_once() {
+  if [ "${SLUICE_BOOTSTRAPPED:-}" != 1 ]; then
+    "$SLUICE_ROOT/scripts/bootstrap"
+    export SLUICE_BOOTSTRAPPED=1
+  fi
+}
+
+# The build tree of a preset (CMakePresets.json puts each under build/).
+sluice_build_dir() { echo "$SLUICE_ROOT/build/$1"; }

@@ -1,0 +1,33 @@
+# Installs a Sluice build tree into a fresh prefix and checks the layout a user relies on.
+#   cmake -DBINARY_DIR=<build tree> -DPREFIX=<prefix, wiped first> -DCONFIG=<build type>
+#         -DLIBDIR=<lib dir relative to the prefix> [-DPROGRAMS=sluice;sluiced] -P install_prefix.cmake
+file(REMOVE_RECURSE ${PREFIX})
+execute_process(COMMAND ${CMAKE_COMMAND} --install ${BINARY_DIR} --prefix ${PREFIX} --config ${CONFIG}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+message("${out}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "cmake --install failed (${rc})")
+endif()
+
+set(expected include/sluice/sluice.hpp include/sluice/version.hpp
+             ${LIBDIR}/cmake/sluice/sluiceConfig.cmake ${LIBDIR}/cmake/sluice/sluiceConfigVersion.cmake
+             ${LIBDIR}/cmake/sluice/sluiceTargets.cmake)
+foreach(program IN LISTS PROGRAMS)
+  list(APPEND expected bin/${program})
+endforeach()
+foreach(f IN LISTS expected)
+  if(NOT EXISTS ${PREFIX}/${f})
+    message(FATAL_ERROR "${PREFIX}/${f} was not installed")
+  endif()
+endforeach()
+file(GLOB libraries ${PREFIX}/${LIBDIR}/libsluice.*)
+if(NOT libraries)
+  message(FATAL_ERROR "no libsluice in ${PREFIX}/${LIBDIR}")
+endif()
+# Private headers stay private: the package ships include/sluice/ only.
+file(GLOB_RECURSE stray RELATIVE ${PREFIX}/include ${PREFIX}/include/*)
+list(FILTER stray EXCLUDE REGEX "^sluice/")
+if(stray)
+  message(FATAL_ERROR "installed outside include/sluice/: ${stray}")
+endif()
+message(STATUS "installed into ${PREFIX}: ${expected}")
