@@ -42,8 +42,8 @@ class limiter {
 
   /// A limiter on a fresh memory backend.
   static limiter in_memory();
-  /// "memory", a redis:// or a redis+cluster:// URL (with default redis_options
-  /// otherwise). Throws std::invalid_argument for anything else.
+  /// "memory", or a redis://, redis+cluster:// or redis+sentinel:// URL (with default
+  /// redis_options otherwise). Throws std::invalid_argument for anything else.
   static limiter from_url(std::string_view url);
 
   /// Blocking check. Never throws: `ec` is set only for invalid input (sluice::errc);

@@ -95,10 +95,11 @@ limiter limiter::from_url(std::string_view url) {
     o.url = std::string(url);
     return limiter(make_redis_backend(std::move(o)));
   }
-  if (url.starts_with("redis+cluster://")) {
+  if (url.starts_with("redis+cluster://") || url.starts_with("redis+sentinel://")) {
     redis_options o;
     o.url = std::string(url);
-    return limiter(make_redis_cluster_backend(std::move(o)));
+    return limiter(url.starts_with("redis+cluster://") ? make_redis_cluster_backend(std::move(o))
+                                                      : make_redis_sentinel_backend(std::move(o)));
   }
   throw std::invalid_argument("unsupported backend URL (want \"memory\" or redis://...): " +
                               std::string(url));

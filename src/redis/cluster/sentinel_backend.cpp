@@ -1,0 +1,308 @@
+// make_redis_sentinel_backend: asks Redis Sentinel where the master is and serves from a
+// standalone Redis backend (make_redis_backend) on that address. The sentinels are asked
+// again when a call fails (connection lost, timeout, READONLY from a demoted master) and
+// every sentinel_poll_interval; when the answer changes, a backend on the new master
+// replaces the old one. Calls in flight on the old one end as backend errors, which the
+// limiter turns into the failure mode.
+#include <sluice/error.hpp>
+#include <sluice/redis_cluster.hpp>
+
+#include <atomic>
+#include <cctype>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "redis/connection.hpp"
+#include "redis/resp.hpp"
+
+namespace sluice {
+namespace {
+namespace asio = boost::asio;
+using clock_type = std::chrono::steady_clock;
+
+// Sentinels are polled this often even when all is well, so a failover that leaves the
+// old master reachable (SENTINEL FAILOVER, a network split) is noticed without errors.
+constexpr std::chrono::milliseconds sentinel_poll_interval{1000};
+// Asking again because calls fail happens at most this often.
+constexpr std::chrono::milliseconds sentinel_ask_min_interval{100};
+
+std::string percent_encode(std::string_view s) {
+  static constexpr char hex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (std::isalnum(u) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out += c;
+    } else {
+      out += '%';
+      out += hex[u >> 4];
+      out += hex[u & 15];
+    }
+  }
+  return out;
+}
+
+struct master_address {
+  std::string host;
+  std::uint16_t port = 0;
+  bool operator==(const master_address&) const = default;
+};
+
+class sentinel_core : public std::enable_shared_from_this<sentinel_core> {
+ public:
+  sentinel_core(redis_options options, redis_sentinel_url url)
+      : options_(std::move(options)), url_(std::move(url)), poll_timer_(io) {}
+
+  asio::io_context io{1};
+  asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
+
+  void start() {
+    for (const auto& s : url_.sentinels) {
+      redis::connection_config c;
+      c.host = s.host;
+      c.port = s.port;
+      c.connect_timeout = options_.connect_timeout;
+      c.command_timeout = options_.command_timeout;
+      c.backoff_min = options_.reconnect_backoff_min;
+      c.backoff_max = options_.reconnect_backoff_max;
+      c.name = "sluice sentinel " + s.host + ":" + std::to_string(s.port);
+      auto conn = std::make_shared<redis::connection>(io, std::move(c));
+      conn->start();
+      sentinels_.push_back(std::move(conn));
+    }
+    asio::post(io, [self = shared_from_this()] {
+      self->ask();
+      self->arm_poll();
+    });
+  }
+
+  // Stops the sentinel connections and timers (posted); the caller then ends the thread.
+  void stop() {
+    {
+      std::lock_guard lock(mu_);
+      stopped_ = true;
+    }
+    for (auto& s : sentinels_) s->stop();
+    asio::post(io, [self = shared_from_this()] { self->poll_timer_.cancel(); });
+  }
+
+  // The master's backend now; null before the first answer or after stop().
+  std::shared_ptr<backend> current() {
+    std::lock_guard lock(mu_);
+    return current_;
+  }
+  std::shared_ptr<backend> take_current() {
+    std::lock_guard lock(mu_);
+    return std::exchange(current_, nullptr);
+  }
+
+  // Waits (up to `within`) for the first answer, so the first calls have a master.
+  void wait_for_master(std::chrono::milliseconds within) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, within, [&] { return current_ != nullptr || stopped_; });
+  }
+
+  // Any thread: a call failed in a way a failover explains.
+  void request_ask() {
+    if (ask_wanted_.exchange(true)) return;
+    asio::post(io, [self = shared_from_this()] {
+      self->ask_wanted_ = false;
+      const auto now = clock_type::now();
+      if (self->asking_ || now - self->last_ask_ < sentinel_ask_min_interval) return;
+      self->ask();
+    });
+  }
+
+ private:
+  void arm_poll() {
+    poll_timer_.expires_after(sentinel_poll_interval);
+    poll_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (ec) return;
+      if (!self->asking_) self->ask();
+      self->arm_poll();
+    });
+  }
+
+  void ask() {
+    {
+      std::lock_guard lock(mu_);
+      if (stopped_) return;
+    }
+    asking_ = true;
+    last_ask_ = clock_type::now();
+    ask_from(0);
+  }
+
+  // Asks sentinel i, then the next one if it does not know; the first answer wins.
+  void ask_from(std::size_t i) {
+    if (i >= sentinels_.size()) {
+      asking_ = false;
+      if (!warned_) {
+        warned_ = true;
+        spdlog::warn("sluice sentinel: no sentinel knows master \"{}\"; asking again",
+                     url_.master_name);
+      }
+      return;
+    }
+    std::string cmd;
+    redis::append_command(cmd, {"SENTINEL", "get-master-addr-by-name", url_.master_name});
+    sentinels_[i]->async_exec(std::move(cmd), [self = shared_from_this(), i](std::error_code ec,
+                                                                             redis::reply_ptr r) {
+      master_address a;
+      if (!ec && r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+          r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING) {
+        a.host = std::string(redis::reply_text(*r->element[0]));
+        const auto port = std::atoi(std::string(redis::reply_text(*r->element[1])).c_str());
+        if (port > 0 && port < 65536) a.port = static_cast<std::uint16_t>(port);
+      }
+      if (a.port == 0) {
+        self->ask_from(i + 1);
+        return;
+      }
+      self->asking_ = false;
+      self->warned_ = false;
+      self->use(a);
+    });
+  }
+
+  // I/O thread: switch to the master at `a` if it is a new one.
+  void use(const master_address& a) {
+    if (a == master_) return;
+    std::string url = "redis://";
+    if (!url_.password.empty())
+      url += percent_encode(url_.user) + ":" + percent_encode(url_.password) + "@";
+    url += (a.host.find(':') != std::string::npos ? "[" + a.host + "]" : a.host) + ":" +
+           std::to_string(a.port) + "/" + std::to_string(url_.db);
+    redis_options o = options_;
+    o.url = std::move(url);
+    std::shared_ptr<backend> fresh;
+    try {
+      fresh = make_redis_backend(std::move(o));
+    } catch (const std::exception& e) {
+      spdlog::error("sluice sentinel: cannot use master {}:{}: {}", a.host, a.port, e.what());
+      return;
+    }
+    spdlog::info("sluice sentinel: master \"{}\" is {}:{}{}", url_.master_name, a.host, a.port,
+                 master_.port == 0 ? "" : " (failed over)");
+    master_ = a;
+    std::shared_ptr<backend> old;
+    {
+      std::lock_guard lock(mu_);
+      if (stopped_) return;
+      old = std::exchange(current_, std::move(fresh));
+    }
+    cv_.notify_all();
+    // `old` is released here: its pending calls end with backend_shutting_down and its
+    // thread is joined (this is not that thread).
+  }
+
+  const redis_options options_;
+  const redis_sentinel_url url_;
+  std::vector<std::shared_ptr<redis::connection>> sentinels_;
+  asio::steady_timer poll_timer_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::shared_ptr<backend> current_;
+  bool stopped_ = false;
+
+  std::atomic<bool> ask_wanted_{false};
+  // I/O thread only.
+  bool asking_ = false;
+  bool warned_ = false;
+  clock_type::time_point last_ask_{};
+  master_address master_;
+};
+
+bool worth_asking_again(std::error_code ec) {
+  // Everything a moved master explains: lost or refused connections, silence, and error
+  // replies such as READONLY from a master that was demoted to a replica.
+  return ec == errc::backend_unavailable || ec == errc::backend_timeout ||
+         ec == errc::backend_script_error || ec == errc::backend_protocol_error;
+}
+
+class sentinel_backend final : public backend {
+ public:
+  sentinel_backend(const redis_options& o, const redis_sentinel_url& u)
+      : core_(std::make_shared<sentinel_core>(o, u)) {
+    core_->start();
+    thread_ = std::thread([core = core_] {
+      for (;;) {
+        try {
+          core->io.run();
+          return;
+        } catch (const std::exception& e) {
+          spdlog::error("sluice sentinel: I/O thread: unexpected exception: {}", e.what());
+        }
+      }
+    });
+    core_->wait_for_master(o.connect_timeout);
+  }
+
+  ~sentinel_backend() override {
+    core_->stop();
+    asio::post(core_->io, [core = core_.get()] { core->work.reset(); });
+    if (thread_.get_id() == std::this_thread::get_id()) {
+      thread_.detach();
+    } else {
+      thread_.join();
+    }
+    core_->take_current().reset();  // joins the master backend's thread
+  }
+
+  std::error_code decide(std::string_view key, const policy& p, std::uint64_t cost,
+                         decision& out) override {
+    auto b = core_->current();
+    if (!b) {
+      core_->request_ask();
+      return make_error_code(errc::backend_unavailable);
+    }
+    const auto ec = b->decide(key, p, cost, out);
+    if (worth_asking_again(ec)) core_->request_ask();
+    return ec;
+  }
+
+  void async_decide(std::string_view key, const policy& p, std::uint64_t cost,
+                    decide_handler handler) override {
+    auto b = core_->current();
+    if (!b) {
+      core_->request_ask();
+      handler(make_error_code(errc::backend_unavailable), {});
+      return;
+    }
+    b->async_decide(key, p, cost,
+                    [weak = std::weak_ptr<sentinel_core>(core_), handler = std::move(handler)](
+                        std::error_code ec, decision d) {
+                      if (worth_asking_again(ec)) {
+                        if (auto core = weak.lock()) core->request_ask();
+                      }
+                      handler(ec, d);
+                    });
+  }
+
+ private:
+  std::shared_ptr<sentinel_core> core_;
+  std::thread thread_;
+};
+
+}  // namespace
+
+std::shared_ptr<backend> make_redis_sentinel_backend(redis_options options) {
+  std::string why;
+  const auto url = parse_redis_sentinel_url(options.url, &why);
+  if (!url) throw std::invalid_argument("invalid Redis Sentinel URL: " + why);
+  if (options.connect_timeout.count() <= 0 || options.command_timeout.count() <= 0)
+    throw std::invalid_argument("Redis connect and command timeouts must be positive");
+  return std::make_shared<sentinel_backend>(options, *url);
+}
+
+}  // namespace sluice
