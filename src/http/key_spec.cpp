@@ -31,8 +31,6 @@ void append_value(std::string& out, std::string_view v) {
   }
 }
 
-std::string_view path_only(std::string_view p) { return p.substr(0, p.find('?')); }
-
 }  // namespace
 
 namespace detail {
@@ -178,13 +176,12 @@ std::optional<std::string> key_spec::derive(const request_facts& req,
           append_value(key, detail::to_lower(req.host));
           break;
         case key_part::kind::path: {
-          const auto p = path_only(req.path);
-          if (p.empty()) {
+          if (req.path.empty()) {
             complete = false;
             break;
           }
           key += "path=";
-          append_value(key, p);
+          append_value(key, normalize_path(req.path));
           break;
         }
       }

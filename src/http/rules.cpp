@@ -40,8 +40,7 @@ bool is_valid_name(std::string_view name) noexcept {
 }
 
 bool rule_match::matches(const request_facts& req) const {
-  const std::string_view path = std::string_view(req.path).substr(0, req.path.find('?'));
-  if (!path.starts_with(path_prefix)) return false;
+  if (!normalize_path(req.path).starts_with(path_prefix)) return false;
   if (!methods.empty()) {
     bool any = false;
     for (const auto& m : methods) any = any || detail::iequals(m, req.method);
@@ -87,6 +86,12 @@ rule_set::rule_set(std::map<std::string, sluice::policy, std::less<>> policies,
     }
     if (!r.match.path_prefix.starts_with('/')) {
       invalid(what + "path_prefix must start with '/', not " + quoted(r.match.path_prefix));
+    }
+    // Requests are matched by their normalized path, so a prefix that is not normalized
+    // itself could never match.
+    if (const auto n = normalize_path(r.match.path_prefix); n != r.match.path_prefix) {
+      invalid(what + "path_prefix " + quoted(r.match.path_prefix) + " is not a normalized path (" +
+              quoted(n) + " would match)");
     }
     for (const auto& m : r.match.methods) {
       if (!detail::is_token(m)) invalid(what + "method " + quoted(m) + " is not a valid method");

@@ -75,6 +75,12 @@ TEST(HttpRulesTest, MatchesPathMethodAndHost) {
   EXPECT_FALSE(m.matches(f));
   f.path = "/x?/api";
   EXPECT_FALSE(m.matches(f));
+  // Spellings of the same resource cannot slip past the rule.
+  for (const char* p :
+       {"//api/x", "/./api", "/x/../api", "/%61pi", "/%61%70%69/x", "http://h/api"}) {
+    f.path = p;
+    EXPECT_TRUE(m.matches(f)) << p;
+  }
   f.path = "/api";
   m.methods = {"POST", "GET"};
   EXPECT_TRUE(m.matches(f));
@@ -88,6 +94,27 @@ TEST(HttpRulesTest, MatchesPathMethodAndHost) {
   m.hosts = {"[::1]"};
   f.host = "[::1]:8080";
   EXPECT_TRUE(m.matches(f));
+}
+
+TEST(HttpRulesTest, NormalizesPaths) {
+  EXPECT_EQ(normalize_path(""), "/");
+  EXPECT_EQ(normalize_path("/"), "/");
+  EXPECT_EQ(normalize_path("/api"), "/api");
+  EXPECT_EQ(normalize_path("/api/"), "/api/");
+  EXPECT_EQ(normalize_path("/api?x=/../y#f"), "/api");
+  EXPECT_EQ(normalize_path("//api///v1//"), "/api/v1/");
+  EXPECT_EQ(normalize_path("/a/./b/../c"), "/a/c");
+  EXPECT_EQ(normalize_path("/a/."), "/a/");
+  EXPECT_EQ(normalize_path("/a/b/.."), "/a/");
+  EXPECT_EQ(normalize_path("/../../etc"), "/etc");
+  EXPECT_EQ(normalize_path("/%6C%6fgin"), "/login");
+  EXPECT_EQ(normalize_path("/a%2fb%2F%zz%4"), "/a%2Fb%2F%zz%4");
+  EXPECT_EQ(normalize_path("/%2e%2E/x"), "/x");  // encoded dots are dots
+  EXPECT_EQ(normalize_path("http://example.com:8080/api/x?y"), "/api/x");
+  EXPECT_EQ(normalize_path("https://example.com"), "/");
+  EXPECT_EQ(normalize_path("*"), "/*");
+  EXPECT_EQ(normalize_path("api"), "/api");
+  EXPECT_EQ(normalize_path("/a://b"), "/a:/b");
 }
 
 TEST(HttpRulesTest, ValidationNamesTheCulprit) {
@@ -126,6 +153,8 @@ TEST(HttpRulesTest, ValidationNamesTheCulprit) {
   bad.ipv6_prefix = 64;
   bad.ipv4_prefix = 33;
   EXPECT_EQ(error(ok, {}, bad), "key_options: ipv4_prefix must be 1..32, not 33");
+  EXPECT_EQ(error(ok, {make_rule("a", "/x/../y", "ip", "api")}),
+            "rule \"a\": path_prefix \"/x/../y\" is not a normalized path (\"/y\" would match)");
   EXPECT_EQ(error(ok, {make_rule("a", "/", "ip", "api")}), "<valid>");
 }
 

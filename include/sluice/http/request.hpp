@@ -45,10 +45,19 @@ struct request_facts {
   /// is a trusted proxy.
   std::string peer;
   std::string method;  ///< e.g. `GET`; compared case-insensitively with rule methods
-  /// The path without the query string (anything from `?` on is ignored if present).
+  /// The path; a query string (from `?` on) is ignored if present, and the path is
+  /// normalized (see normalize_path()) before rules match or key on it.
   std::string path;
   std::string host;       ///< the `Host` (or `:authority`); may carry a port
   header_lookup headers;  ///< may be empty: then no header is present
 };
+
+/// The path that rules match and `path` keys use, normalized so that spellings a server
+/// treats as the same resource cannot slip past a rule: the query and fragment are dropped,
+/// an absolute-form target (`http://host/x`) loses its scheme and authority, `%XX` escapes of
+/// unreserved characters are decoded (`/%6Cogin` -> `/login`) and other escapes get upper-case
+/// hex, repeated slashes are merged, and `.` / `..` segments are resolved (RFC 3986 §5.2.4,
+/// never above the root). The result always starts with `/`.
+std::string normalize_path(std::string_view target);
 
 }  // namespace sluice::http

@@ -15,8 +15,9 @@ namespace sluice::http {
 
 /// Which requests a rule applies to. Every given condition must hold.
 struct rule_match {
-  /// Plain string prefix of the path (`/api` matches `/api`, `/api/x` and `/apix`;
-  /// write `/api/` to exclude the last). `/` matches every path.
+  /// Plain string prefix of the normalized path (see normalize_path(); `/api` matches
+  /// `/api`, `/api/x`, `//api/./x` and `/apix`; write `/api/` to exclude the last).
+  /// `/` matches every request.
   std::string path_prefix = "/";
   /// Methods (case-insensitive); empty: any method.
   std::vector<std::string> methods;
