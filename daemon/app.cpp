@@ -6,8 +6,11 @@
 #include <vector>
 
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+
+#include <sluice/version.hpp>
 
 #include "server.hpp"
 #include "service.hpp"
@@ -33,7 +36,57 @@ std::string quick_start_text(const config& c) {
   return s;
 }
 
+std::optional<int> parse_command_line(int argc, const char* const* argv, app_options& out,
+                                      std::ostream& std_out, std::ostream& err) {
+  CLI::App cli{"sluiced: rate-limit decisions over HTTP (/v1/check, /v1/auth, /metrics)"};
+  std::string config_path, listen, log_level;
+  unsigned threads = 0;
+  bool check_only = false;
+  cli.add_option("-c,--config", config_path, "YAML config file (default: built-in demo config)");
+  cli.add_option("-l,--listen", listen, "HOST:PORT to listen on, overriding the config");
+  cli.add_option("-t,--threads", threads,
+                 "server threads, overriding the config (0: one per core)");
+  cli.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off");
+  cli.add_flag("--check-config", check_only, "validate the config and exit (0 valid, 2 invalid)");
+  cli.set_version_flag("-V,--version", std::string("sluiced ") + sluice::version);
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = cli.exit(e, std_out, err);
+    return code == 0 ? 0 : 2;
+  }
+
+  out.config_path = config_path;
+  try {
+    out.cfg = config_path.empty() ? default_config() : load_config_file(config_path);
+    if (!listen.empty()) {
+      try {
+        parse_listen(listen, out.cfg);
+      } catch (const std::invalid_argument& e) {
+        throw config_error("--listen", 0, "listen", e.what());
+      }
+    }
+  } catch (const config_error& e) {
+    err << e.what() << '\n';
+    return 2;
+  }
+  if (threads) out.cfg.threads = threads;
+  if (!log_level.empty()) {
+    if (spdlog::level::from_str(log_level) == spdlog::level::off && log_level != "off") {
+      err << "--log-level: unknown level \"" << log_level << "\"\n";
+      return 2;
+    }
+    out.cfg.log_level = log_level;
+  }
+  if (check_only) {
+    std_out << out.cfg.source << ": valid\n";
+    return 0;
+  }
+  return std::nullopt;
+}
+
 int run(app_options opts) {
+  spdlog::set_level(spdlog::level::from_str(opts.cfg.log_level));
   std::unique_ptr<service> svc;
   try {
     svc = std::make_unique<service>(opts.cfg);

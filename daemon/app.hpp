@@ -1,5 +1,6 @@
 #pragma once
 // Runs the daemon: the server on N threads, SIGHUP reloads, SIGTERM/SIGINT drain and exit.
+#include <iosfwd>
 #include <optional>
 #include <string>
 
@@ -12,6 +13,13 @@ struct app_options {
   /// The file SIGHUP re-reads; empty when running on the built-in default config.
   std::string config_path;
 };
+
+/// Parses the command line and loads the config. Returns std::nullopt when the daemon
+/// should run with `out`, else the exit code to end with: 0 for --help, --version and a
+/// valid --check-config; 2 for a usage error or an invalid config, whose message
+/// (`FILE:LINE: field: message`) goes to `err`.
+std::optional<int> parse_command_line(int argc, const char* const* argv, app_options& out,
+                                      std::ostream& std_out, std::ostream& err);
 
 /// Serves until SIGTERM or SIGINT, then drains. Returns the process exit code: 0 after a
 /// clean drain, 1 when the listen address cannot be bound or the backend cannot be made.

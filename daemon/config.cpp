@@ -14,6 +14,7 @@
 
 #include <sluice/error.hpp>
 #include <sluice/redis_backend.hpp>
+#include <sluice/redis_cluster.hpp>
 
 namespace sluice::daemon {
 namespace {
@@ -256,12 +257,11 @@ config parse_root(const reader& r, const YAML::Node& root) {
   }
   if (auto n = root["backend"]) {
     c.backend = r.string(n, "backend");
-    if (c.backend != "memory" && !c.backend.starts_with("redis://")) {
-      r.fail(n, "backend", "must be memory or a redis:// URL, got \"" + c.backend + "\"");
-    }
     std::string why;
-    if (c.backend.starts_with("redis://") && !parse_redis_url(c.backend, &why)) {
-      r.fail(n, "backend", why);
+    if (c.backend != "memory" && !validate_redis_url(c.backend, &why)) {
+      r.fail(n, "backend",
+             "must be memory or a redis://, redis+cluster:// or redis+sentinel:// URL (" + why +
+                 "), got \"" + c.backend + "\"");
     }
   }
   if (auto n = root["key_prefix"]) c.key_prefix = r.scalar(n, "key_prefix");

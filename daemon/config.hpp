@@ -31,7 +31,8 @@ struct config {
   std::uint16_t listen_port = 8080;
   unsigned threads = 0;  ///< 0: one per CPU core
   std::string log_level = "info";
-  std::string backend = "memory";  ///< `memory` or a redis:// URL
+  /// `memory` or a redis://, redis+cluster:// or redis+sentinel:// URL
+  std::string backend = "memory";
   std::string key_prefix = "sluice:";
   failure_mode on_backend_failure = failure_mode::open;
   std::chrono::milliseconds backend_timeout{50};

@@ -1,0 +1,15 @@
+# The daemon's tests: unit tests link the sluice_daemon library (config, service, metrics);
+# integration tests start the real sluiced binary and a real nginx.
+if(TARGET sluice_daemon AND TARGET sluice_unit_tests)
+  target_link_libraries(sluice_unit_tests PRIVATE sluice_daemon)
+endif()
+if(TARGET sluiced)
+  target_compile_definitions(sluice_test_support PRIVATE SLUICE_SLUICED_PATH="$<TARGET_FILE:sluiced>")
+  if(TARGET sluice_integration_tests)
+    add_dependencies(sluice_integration_tests sluiced)
+  endif()
+endif()
+find_program(SLUICE_NGINX_EXECUTABLE nginx PATHS /usr/sbin /usr/local/sbin)
+if(SLUICE_NGINX_EXECUTABLE)
+  target_compile_definitions(sluice_test_support PRIVATE SLUICE_NGINX_PATH="${SLUICE_NGINX_EXECUTABLE}")
+endif()

@@ -1,0 +1,352 @@
+// The daemon's YAML config: the documented shape parses as written, defaults are what
+// docs/daemon.md says, and every invalid config names file, line and field.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "app.hpp"
+#include "config.hpp"
+
+namespace sluice::daemon {
+namespace {
+
+// The example from the issue and docs/daemon.md, verbatim.
+constexpr const char* issue_example = R"(listen: 127.0.0.1:8080
+backend: memory                 # or redis://127.0.0.1:6379/0
+on_backend_failure: open        # open | closed | local; a policy may override it
+backend_timeout_ms: 50
+deny_status: 429                # for /v1/auth; nginx auth_request needs 403 (or 401)
+trusted_proxies: [127.0.0.1/32, 10.0.0.0/8]
+policies:
+  api:   { algorithm: token_bucket, capacity: 100, refill_per_second: 10 }
+  login: { algorithm: token_bucket, capacity: 5, refill_per_second: 0.1, on_backend_failure: closed }
+rules:
+  - { name: login, match: { path_prefix: /login, methods: [POST] }, key: ip, policy: login }
+  - { name: api,   match: { path_prefix: /api }, key: "header:X-API-Key", policy: api }
+  - { name: default, match: { path_prefix: / }, key: ip, policy: api, shadow: true }
+)";
+
+// Parses `yaml` expecting a config_error; returns it.
+config_error error_of(const std::string& yaml) {
+  try {
+    parse_config(yaml, "test.yaml");
+  } catch (const config_error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no config_error for:\n" << yaml;
+  return config_error("", 0, "", "");
+}
+
+constexpr const char* one_policy = "policies:\n  api: {capacity: 10, refill_per_second: 1}\n";
+
+TEST(DaemonConfigTest, IssueExampleParsesAsWritten) {
+  const auto c = parse_config(issue_example, "example.yaml");
+  EXPECT_EQ(c.source, "example.yaml");
+  EXPECT_EQ(c.listen_host, "127.0.0.1");
+  EXPECT_EQ(c.listen_port, 8080);
+  EXPECT_EQ(c.listen(), "127.0.0.1:8080");
+  EXPECT_EQ(c.backend, "memory");
+  EXPECT_EQ(c.on_backend_failure, failure_mode::open);
+  EXPECT_EQ(c.backend_timeout, std::chrono::milliseconds{50});
+  EXPECT_EQ(c.deny_status, 429u);
+  ASSERT_EQ(c.keys.trusted_proxies.size(), 2u);
+  EXPECT_EQ(http::to_string(c.keys.trusted_proxies[1]), "10.0.0.0/8");
+
+  ASSERT_EQ(c.policies.size(), 2u);
+  const auto& api = c.policies.at("api");
+  EXPECT_EQ(api.algorithm, algorithm::token_bucket);
+  EXPECT_EQ(api.capacity, 100u);
+  EXPECT_DOUBLE_EQ(api.refill_per_second, 10);
+  EXPECT_EQ(api.on_failure, failure_mode::open);  // inherited from on_backend_failure
+  const auto& login = c.policies.at("login");
+  EXPECT_EQ(login.capacity, 5u);
+  EXPECT_DOUBLE_EQ(login.refill_per_second, 0.1);
+  EXPECT_EQ(login.on_failure, failure_mode::closed);  // overridden
+
+  ASSERT_EQ(c.rules.size(), 3u);
+  EXPECT_EQ(c.rules[0].name, "login");
+  EXPECT_EQ(c.rules[0].match.path_prefix, "/login");
+  EXPECT_EQ(c.rules[0].match.methods, std::vector<std::string>{"POST"});
+  EXPECT_EQ(c.rules[0].key.to_string(), "ip");
+  EXPECT_EQ(c.rules[0].policy, "login");
+  EXPECT_FALSE(c.rules[0].shadow);
+  EXPECT_EQ(c.rules[1].key.to_string(), http::key_spec::parse("header:X-API-Key")->to_string());
+  EXPECT_EQ(c.rules[1].match.path_prefix, "/api");
+  EXPECT_TRUE(c.rules[1].match.methods.empty());
+  EXPECT_TRUE(c.rules[2].shadow);
+  EXPECT_EQ(c.rules[2].match.path_prefix, "/");
+}
+
+TEST(DaemonConfigTest, DefaultsOfAMinimalConfig) {
+  const auto c = parse_config(one_policy, "min.yaml");
+  EXPECT_EQ(c.listen(), "127.0.0.1:8080");
+  EXPECT_EQ(c.threads, 0u);
+  EXPECT_EQ(c.log_level, "info");
+  EXPECT_EQ(c.backend, "memory");
+  EXPECT_EQ(c.key_prefix, "sluice:");
+  EXPECT_EQ(c.on_backend_failure, failure_mode::open);
+  EXPECT_EQ(c.backend_timeout, std::chrono::milliseconds{50});
+  EXPECT_EQ(c.backend_connect_timeout, std::chrono::milliseconds{250});
+  EXPECT_EQ(c.memory_max_keys, 1'000'000u);
+  EXPECT_EQ(c.deny_status, 429u);
+  EXPECT_TRUE(c.keys.trusted_proxies.empty());
+  EXPECT_EQ(c.keys.ipv6_prefix, 64u);
+  EXPECT_EQ(c.keys.ipv4_prefix, 32u);
+  EXPECT_EQ(c.keys.header, http::forwarded_header::x_forwarded_for);
+  EXPECT_EQ(c.limits.max_body_bytes, 8192u);
+  EXPECT_EQ(c.limits.max_header_bytes, 8192u);
+  EXPECT_EQ(c.limits.idle_timeout, std::chrono::milliseconds{30'000});
+  EXPECT_EQ(c.limits.shutdown_timeout, std::chrono::milliseconds{10'000});
+  EXPECT_TRUE(c.rules.empty());
+  EXPECT_EQ(c.policies.at("api").algorithm, algorithm::token_bucket);
+  EXPECT_EQ(c.policies.at("api").on_failure, failure_mode::open);
+}
+
+TEST(DaemonConfigTest, EveryOptionalKeyIsRead) {
+  const auto c = parse_config(R"(listen: "[::1]:9090"
+threads: 3
+log_level: debug
+backend: redis://127.0.0.1:6390/2
+key_prefix: "rl:"
+on_backend_failure: local
+backend_timeout_ms: 20
+backend_connect_timeout_ms: 100
+memory_max_keys: 5000
+deny_status: 403
+trusted_proxies: ["::1/128"]
+forwarded_header: forwarded
+ipv6_prefix: 48
+ipv4_prefix: 24
+limits: {max_body_bytes: 1024, max_header_bytes: 2048, idle_timeout_ms: 500, shutdown_timeout_ms: 0}
+policies:
+  p: {capacity: 3, refill_per_second: 0.5}
+rules:
+  - {name: r, match: {path_prefix: /x, methods: [get, Post], hosts: [Example.COM]}, key: "ip+path", policy: p, cost: 2}
+)",
+                              "all.yaml");
+  EXPECT_EQ(c.listen_host, "::1");
+  EXPECT_EQ(c.listen_port, 9090);
+  EXPECT_EQ(c.listen(), "[::1]:9090");
+  EXPECT_EQ(c.threads, 3u);
+  EXPECT_EQ(c.log_level, "debug");
+  EXPECT_EQ(c.backend, "redis://127.0.0.1:6390/2");
+  EXPECT_EQ(c.key_prefix, "rl:");
+  EXPECT_EQ(c.on_backend_failure, failure_mode::local);
+  EXPECT_EQ(c.policies.at("p").on_failure, failure_mode::local);
+  EXPECT_EQ(c.backend_timeout, std::chrono::milliseconds{20});
+  EXPECT_EQ(c.backend_connect_timeout, std::chrono::milliseconds{100});
+  EXPECT_EQ(c.memory_max_keys, 5000u);
+  EXPECT_EQ(c.deny_status, 403u);
+  EXPECT_EQ(c.keys.header, http::forwarded_header::forwarded);
+  EXPECT_EQ(c.keys.ipv6_prefix, 48u);
+  EXPECT_EQ(c.keys.ipv4_prefix, 24u);
+  EXPECT_EQ(c.limits.max_body_bytes, 1024u);
+  EXPECT_EQ(c.limits.max_header_bytes, 2048u);
+  EXPECT_EQ(c.limits.idle_timeout, std::chrono::milliseconds{500});
+  EXPECT_EQ(c.limits.shutdown_timeout, std::chrono::milliseconds{0});
+  ASSERT_EQ(c.rules.size(), 1u);
+  EXPECT_EQ(c.rules[0].match.methods, (std::vector<std::string>{"GET", "POST"}));
+  EXPECT_EQ(c.rules[0].match.hosts, std::vector<std::string>{"example.com"});
+  EXPECT_EQ(c.rules[0].cost, 2u);
+  EXPECT_EQ(c.rules[0].key.alternatives().at(0).size(), 2u);
+}
+
+TEST(DaemonConfigTest, DefaultConfigIsTheDocumentedDemo) {
+  const auto c = default_config();
+  EXPECT_EQ(c.listen(), "127.0.0.1:8080");
+  EXPECT_EQ(c.backend, "memory");
+  ASSERT_EQ(c.policies.size(), 1u);
+  EXPECT_EQ(c.policies.at("default").capacity, 10u);
+  EXPECT_DOUBLE_EQ(c.policies.at("default").refill_per_second, 1);
+  ASSERT_EQ(c.rules.size(), 1u);
+  EXPECT_EQ(c.rules[0].match.path_prefix, "/");
+  EXPECT_EQ(c.rules[0].key.to_string(), "ip");
+  EXPECT_EQ(c.keys.trusted_proxies.size(), 2u);
+  // It is a valid rule set.
+  EXPECT_NO_THROW(http::rule_set(c.policies, c.rules, c.keys));
+}
+
+struct bad_case {
+  const char* name;
+  std::string yaml;
+  int line;
+  const char* field;
+  const char* message_part;
+};
+
+class DaemonConfigErrorTest : public ::testing::TestWithParam<bad_case> {};
+
+TEST_P(DaemonConfigErrorTest, NamesFileLineAndField) {
+  const auto& c = GetParam();
+  const auto e = error_of(c.yaml);
+  EXPECT_EQ(e.file(), "test.yaml");
+  EXPECT_EQ(e.line(), c.line) << e.what();
+  EXPECT_EQ(e.field(), c.field) << e.what();
+  EXPECT_NE(e.message().find(c.message_part), std::string::npos) << e.what();
+  // what() is FILE:LINE: field: message
+  const std::string expected_prefix =
+      "test.yaml:" + std::to_string(c.line) + ": " +
+      (std::string(c.field).empty() ? "" : std::string(c.field) + ": ");
+  EXPECT_EQ(std::string(e.what()).rfind(expected_prefix, 0), 0u) << e.what();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fields, DaemonConfigErrorTest,
+    ::testing::Values(
+        bad_case{"UnknownTopLevelKey", std::string(one_policy) + "listn: 1.2.3.4:80\n", 3, "listn",
+                 "unknown key"},
+        bad_case{"ZeroCapacity", "policies:\n  api:\n    capacity: 0\n    refill_per_second: 1\n",
+                 3, "policies.api.capacity", "1..1000000000"},
+        bad_case{"CapacityNotANumber", "policies:\n  api: {capacity: lots, refill_per_second: 1}\n",
+                 2, "policies.api.capacity", "integer"},
+        bad_case{"NegativeRefill",
+                 "policies:\n\n  api:\n    capacity: 5\n    refill_per_second: -1\n", 5,
+                 "policies.api.refill_per_second", "refill"},
+        bad_case{"NanRefill", "policies:\n  api: {capacity: 5, refill_per_second: .nan}\n", 2,
+                 "policies.api.refill_per_second", "number"},
+        bad_case{"MissingRefill", "policies:\n  api: {capacity: 5}\n", 2,
+                 "policies.api.refill_per_second", "required"},
+        bad_case{"UnknownAlgorithm",
+                 "policies:\n  api: {algorithm: leaky, capacity: 5, refill_per_second: 1}\n", 2,
+                 "policies.api.algorithm", "unsupported"},
+        bad_case{"BadFailureMode", std::string(one_policy) + "on_backend_failure: maybe\n", 3,
+                 "on_backend_failure", "open, closed or local"},
+        bad_case{
+            "BadPolicyFailureMode",
+            "policies:\n  api: {capacity: 5, refill_per_second: 1, on_backend_failure: shut}\n", 2,
+            "policies.api.on_backend_failure", "open, closed or local"},
+        bad_case{"NoPolicies", "listen: 127.0.0.1:8080\n", 1, "policies", "required"},
+        bad_case{"EmptyConfig", "", 0, "policies", "empty"},
+        bad_case{"RuleUnknownPolicy",
+                 std::string(one_policy) + "rules:\n  - {name: a, key: ip, policy: api}\n  - name: "
+                                           "b\n    key: ip\n    policy: apx\n",
+                 7, "rules[1].policy", "no policy named \"apx\""},
+        bad_case{"RuleBadKeySpec",
+                 std::string(one_policy) + "rules:\n  - {name: a, key: \"header:\", policy: api}\n",
+                 4, "rules[0].key", "header"},
+        bad_case{"RuleMissingKey", std::string(one_policy) + "rules:\n  - {name: a, policy: api}\n",
+                 4, "rules[0].key", "required"},
+        bad_case{"RuleDuplicateName",
+                 std::string(one_policy) + "rules:\n  - {name: a, key: ip, policy: api}\n  - "
+                                           "{name: a, key: ip, policy: api}\n",
+                 5, "rules[1].name", "duplicate"},
+        bad_case{
+            "RuleCostOverCapacity",
+            std::string(one_policy) + "rules:\n  - {name: a, key: ip, policy: api, cost: 11}\n", 4,
+            "rules[0].cost", "1..10"},
+        bad_case{"RuleUnknownMatchKey",
+                 std::string(one_policy) +
+                     "rules:\n  - name: a\n    match: {path: /x}\n    key: ip\n    policy: api\n",
+                 5, "rules[0].match.path", "unknown key"},
+        bad_case{"RulePathWithoutSlash",
+                 std::string(one_policy) +
+                     "rules:\n  - {name: a, match: {path_prefix: api}, key: ip, policy: api}\n",
+                 4, "rules[0].match.path_prefix", "'/'"},
+        bad_case{"RuleShadowNotBool",
+                 std::string(one_policy) +
+                     "rules:\n  - {name: a, key: ip, policy: api, shadow: maybe}\n",
+                 4, "rules[0].shadow", "true or false"},
+        bad_case{"BadCidr",
+                 std::string(one_policy) + "trusted_proxies:\n  - 10.0.0.0/8\n  - 10.0.0.0/33\n", 5,
+                 "trusted_proxies[1]", "prefix"},
+        bad_case{"DenyStatusNot4xx", std::string(one_policy) + "deny_status: 200\n", 3,
+                 "deny_status", "400..499"},
+        bad_case{"BadListen", std::string(one_policy) + "listen: localhost\n", 3, "listen",
+                 "HOST:PORT"},
+        bad_case{"ListenNotAnAddress", std::string(one_policy) + "listen: example.com:80\n", 3,
+                 "listen", "not an IP address"},
+        bad_case{"BadBackend", std::string(one_policy) + "backend: postgres://x\n", 3, "backend",
+                 "memory or a redis://"},
+        bad_case{"TimeoutOutOfRange", std::string(one_policy) + "backend_timeout_ms: 0\n", 3,
+                 "backend_timeout_ms", "1..60000"},
+        bad_case{"Ipv6PrefixOutOfRange", std::string(one_policy) + "ipv6_prefix: 129\n", 3,
+                 "ipv6_prefix", "1..128"},
+        bad_case{"BadForwardedHeader", std::string(one_policy) + "forwarded_header: x-real-ip\n", 3,
+                 "forwarded_header", "x-forwarded-for"},
+        bad_case{"BadLogLevel", std::string(one_policy) + "log_level: loud\n", 3, "log_level",
+                 "trace"},
+        bad_case{"LimitsUnknownKey", std::string(one_policy) + "limits:\n  max_body: 10\n", 4,
+                 "limits.max_body", "unknown key"},
+        bad_case{"BodyLimitTooSmall", std::string(one_policy) + "limits: {max_body_bytes: 1}\n", 3,
+                 "limits.max_body_bytes", "64..1048576"},
+        bad_case{"PoliciesNotAMap", "policies: [a, b]\n", 1, "policies", "mapping"},
+        bad_case{"InvalidYaml", std::string(one_policy) + "rules: [ {name: a\n", 4, "",
+                 "invalid YAML"}),
+    [](const ::testing::TestParamInfo<bad_case>& info) { return std::string(info.param.name); });
+
+TEST(DaemonConfigTest, MissingFileIsAConfigError) {
+  try {
+    load_config_file("/nonexistent/sluiced.yaml");
+    FAIL() << "no error";
+  } catch (const config_error& e) {
+    EXPECT_EQ(std::string(e.what()), "/nonexistent/sluiced.yaml:0: cannot read the file");
+  }
+}
+
+// The process-level path: an invalid --config ends with exit code 2 and the error on stderr.
+class DaemonCommandLineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sluice-daemon-config-XXXXXX";
+    int fd = ::mkstemp(tmpl);
+    ASSERT_GE(fd, 0);
+    ::close(fd);
+    path_ = tmpl;
+  }
+  void TearDown() override { std::remove(path_.c_str()); }
+  void write(const std::string& text) {
+    std::ofstream out(path_, std::ios::trunc);
+    out << text;
+  }
+  std::optional<int> parse(std::vector<std::string> args) {
+    std::vector<const char*> argv{"sluiced"};
+    for (auto& a : args) argv.push_back(a.c_str());
+    return parse_command_line(static_cast<int>(argv.size()), argv.data(), opts_, out_, err_);
+  }
+  std::string path_;
+  app_options opts_;
+  std::ostringstream out_, err_;
+};
+
+TEST_F(DaemonCommandLineTest, InvalidConfigExitsTwoWithFileLineField) {
+  write(
+      "policies:\n  api: {capacity: 10, refill_per_second: 1}\nrules:\n  - {name: a, key: ip, "
+      "policy: nope}\n");
+  EXPECT_EQ(parse({"--config", path_}), 2);
+  EXPECT_EQ(err_.str(), path_ + ":4: rules[0].policy: no policy named \"nope\"\n");
+}
+
+TEST_F(DaemonCommandLineTest, ValidConfigRunsWithOverrides) {
+  write(one_policy);
+  EXPECT_EQ(parse({"--config", path_, "--listen", "127.0.0.1:0", "--threads", "2"}), std::nullopt);
+  EXPECT_EQ(opts_.config_path, path_);
+  EXPECT_EQ(opts_.cfg.listen(), "127.0.0.1:0");
+  EXPECT_EQ(opts_.cfg.threads, 2u);
+}
+
+TEST_F(DaemonCommandLineTest, CheckConfigExitsZeroWhenValid) {
+  write(one_policy);
+  EXPECT_EQ(parse({"--config", path_, "--check-config"}), 0);
+  EXPECT_NE(out_.str().find("valid"), std::string::npos);
+}
+
+TEST_F(DaemonCommandLineTest, NoConfigMeansTheDefault) {
+  EXPECT_EQ(parse({}), std::nullopt);
+  EXPECT_TRUE(opts_.config_path.empty());
+  EXPECT_EQ(opts_.cfg.listen(), "127.0.0.1:8080");
+  EXPECT_EQ(opts_.cfg.policies.count("default"), 1u);
+}
+
+TEST_F(DaemonCommandLineTest, UsageErrorsExitTwo) {
+  EXPECT_EQ(parse({"--no-such-flag"}), 2);
+  EXPECT_EQ(parse({"--listen", "nowhere"}), 2);
+  EXPECT_NE(err_.str().find("--listen:0: listen:"), std::string::npos) << err_.str();
+  EXPECT_EQ(parse({"--log-level", "loud"}), 2);
+}
+
+}  // namespace
+}  // namespace sluice::daemon
