@@ -51,7 +51,9 @@ inline void apply(const rate_limit_response& r, ::httplib::Response& res) {
 /// A handler for httplib::Server::set_pre_routing_handler: evaluates each request against
 /// `rules()` (called per request, so a reload can swap the set) with `lim`; a denied
 /// request is answered here (Handled), an allowed one continues to routing (Unhandled)
-/// and its response carries the rate-limit headers.
+/// and its response carries the rate-limit headers. httplib runs handlers on several
+/// threads at once: `rules` must be safe to call concurrently (e.g. read an atomic
+/// shared_ptr). The evaluation blocks that worker thread until the limiter decides.
 inline ::httplib::Server::HandlerWithResponse make_pre_routing_handler(
     limiter lim, std::function<std::shared_ptr<const rule_set>()> rules,
     unsigned deny_status = 429) {
