@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# Writes docs/BENCHMARKS.md (to stdout) from the figures scripts/bench measured.
+#   report.sh WORKDIR MACHINE VERSIONS LOADAVG QUICK < figures.tsv   (name<TAB>value lines)
+set -euo pipefail
+machine="$2" versions="$3" load="$4" quick="$5"
+declare -A F
+while IFS=$'\t' read -r k v; do F[$k]="$v"; done
+
+f() { echo "${F[$1]:-n/a}"; }
+# Ratio a/b with two decimals, or n/a.
+ratio() {
+  awk -v a="${F[$1]:-}" -v b="${F[$2]:-}" 'BEGIN {
+    if (a == "" || b == "" || a == "n/a" || b == "n/a" || b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'
+}
+# "met" / "NOT met" for value OP bound.
+verdict() {
+  awk -v v="$1" -v op="$2" -v b="$3" 'BEGIN {
+    if (v == "n/a" || v == "") { print "not measured"; exit }
+    ok = (op == ">=") ? (v + 0 >= b + 0) : (v + 0 <= b + 0)
+    print ok ? "**met**" : "**NOT met**" }'
+}
+k() { awk -v v="${F[$1]:-}" 'BEGIN { if (v == "" || v == "n/a") print "n/a"; else printf "%.0f", v }'; }
+m() { awk -v v="${F[$1]:-}" 'BEGIN { if (v == "" || v == "n/a") print "n/a"; else printf "%.2fM", v / 1e6 }'; }
+
+lib50_vs_p16="$(ratio lib_async_50.per_sec rb_ref_c50_P16.per_sec)"
+p50_threads="$(ratio lib_threads_1.p50_us rb_ref_c1_P1.p50_us)"
+p50_async="$(ratio lib_async_1.p50_us rb_ref_c1_P1.p50_us)"
+cpu_script="$(ratio rb_sluice_c50_P16.cpu_us_per_call rb_ref_c50_P16.cpu_us_per_call)"
+usec_script="$(ratio rb_sluice_c50_P16.usec_per_call rb_ref_c50_P16.usec_per_call)"
+cpu_lib_vs_p1="$(ratio lib_async_50.cpu_us_per_call rb_ref_c50_P1.cpu_us_per_call)"
+cpu_lib_vs_p16="$(ratio lib_async_50.cpu_us_per_call rb_ref_c50_P16.cpu_us_per_call)"
+bytes="$(ratio mem_sluice.bytes_per_key mem_ref.bytes_per_key)"
+daemon50="$(ratio sluiced_mem_c50.per_sec nginx_c50.per_sec)"
+
+cat <<EOF
+# Sluice benchmarks
+
+Written by \`scripts/bench\` from one run; every figure below comes from that run, and the
+raw output of each tool is in [docs/bench/raw/](bench/raw/). Numbers move from run to run on
+a shared machine; the **ratios within one run** are what the targets of issue 4 are about.
+$( [ "$quick" = 1 ] && echo "
+> **This is a --quick run**: short runs, a smoke test of the script, not numbers to keep." )
+
+- Command: \`scripts/bench --build-dir build/bench\` (default: \`scripts/bench\`, which builds with \`scripts/build --preset release\`)
+- Machine: $machine
+- Software: $versions; Release build (g++ -O3 via CMake Release)
+- Load average at the end of the run: $load (the machine is shared: builds running beside the
+  benchmark take CPU from it and from Redis alike)
+- Redis: its own \`redis-server\` on a free loopback port, no persistence; 10k keys
+  (\`bucket:__rand_int__\` with \`-r 10000\` for redis-benchmark, \`k:0..9999\` for the library)
+- Limit everywhere: capacity 100, refill 100/s, cost 1 (nearly every check is admitted, the
+  path that writes)
+
+## Targets (issue 4)
+
+| Target | Measured | Ratio | Verdict |
+|---|---|---|---|
+| Library at 50 callers >= 1.5x redis-benchmark -c 50 -P 16 EVALSHA of the reference | $(k lib_async_50.per_sec)/s vs $(k rb_ref_c50_P16.per_sec)/s | ${lib50_vs_p16}x | $(verdict "$lib50_vs_p16" ">=" 1.5) |
+| Single-caller p50 within 1.2x of redis-benchmark -c 1 EVALSHA of the reference (blocking \`check\`) | $(f lib_threads_1.p50_us) us vs $(f rb_ref_c1_P1.p50_us) us | ${p50_threads}x | $(verdict "$p50_threads" "<=" 1.2) |
+| (same, one \`async_check\` chain) | $(f lib_async_1.p50_us) us vs $(f rb_ref_c1_P1.p50_us) us | ${p50_async}x | $(verdict "$p50_async" "<=" 1.2) |
+| Redis CPU per decision <= 0.5x the reference (INFO cpu, both scripts under redis-benchmark -P 16) | $(f rb_sluice_c50_P16.cpu_us_per_call) us vs $(f rb_ref_c50_P16.cpu_us_per_call) us | ${cpu_script}x | $(verdict "$cpu_script" "<=" 0.5) |
+| (same, commandstats usec_per_call of EVALSHA) | $(f rb_sluice_c50_P16.usec_per_call) us vs $(f rb_ref_c50_P16.usec_per_call) us | ${usec_script}x | $(verdict "$usec_script" "<=" 0.5) |
+| (the library as used, 50 callers auto-pipelined, vs the reference unpipelined -P 1) | $(f lib_async_50.cpu_us_per_call) us vs $(f rb_ref_c50_P1.cpu_us_per_call) us | ${cpu_lib_vs_p1}x | $(verdict "$cpu_lib_vs_p1" "<=" 0.5) |
+| Redis bytes per tracked key <= 0.6x the reference ($(f mem_ref.keys) keys) | $(f mem_sluice.bytes_per_key) B vs $(f mem_ref.bytes_per_key) B | ${bytes}x | $(verdict "$bytes" "<=" 0.6) |
+| Memory backend >= 10M/s, one thread, 10k keys (steady_clock, the default) | $(m mem_10000_steady_t1.per_sec)/s | | $(verdict "${F[mem_10000_steady_t1.per_sec]:-n/a}" ">=" 10000000) |
+| (same, cheap ticking clock) | $(m mem_10000_ticking_t1.per_sec)/s | | $(verdict "${F[mem_10000_ticking_t1.per_sec]:-n/a}" ">=" 10000000) |
+| Memory backend >= 3M/s, one thread, 1M keys (steady_clock) | $(m mem_1000000_steady_t1.per_sec)/s | | $(verdict "${F[mem_1000000_steady_t1.per_sec]:-n/a}" ">=" 3000000) |
+| (same, cheap ticking clock) | $(m mem_1000000_ticking_t1.per_sec)/s | | $(verdict "${F[mem_1000000_ticking_t1.per_sec]:-n/a}" ">=" 3000000) |
+| sluiced (memory) >= 0.7x nginx \`return 204\`, wrk 50 connections | $(k sluiced_mem_c50.per_sec)/s vs $(k nginx_c50.per_sec)/s | ${daemon50}x | $(verdict "$daemon50" ">=" 0.7) |
+
+![throughput and p99 against concurrency](bench/concurrency.svg)
+
+## (a) redis-benchmark EVALSHA: the reference script and Sluice's
+
+\`redis-benchmark -c C -P P -r 10000 --csv evalsha SHA 1 bucket:__rand_int__ ARGS\`, after
+\`FLUSHALL\`. The reference is [bench/reference_token_bucket.lua](../bench/reference_token_bucket.lua),
+the seed post's script (TIME + HMGET + HSET + PEXPIRE on a hash; ARGV \`100 100 1\`); Sluice's is
+[lua/token_bucket.lua](../lua/token_bucket.lua) (TIME + GET + SET PX on one string; ARGV in
+micro-tokens \`100000000 100000 1000000\`). Redis CPU: \`INFO cpu\` (user+sys) delta over the run /
+EVALSHA calls; usec_per_call: \`INFO commandstats\` after \`CONFIG RESETSTAT\`.
+
+| Script | Clients | Pipeline | Calls/s | p50 us | p99 us | Redis CPU us/call | usec_per_call |
+|---|---|---|---|---|---|---|---|
+EOF
+for s in ref sluice; do
+  [ "$s" = ref ] && label=reference || label=Sluice
+  for run in c50_P1 c50_P16 c1_P1; do
+    n="rb_${s}_$run"
+    c="${run%%_*}"
+    p="${run##*_}"
+    echo "| $label | ${c#c} | ${p#P} | $(k "$n.per_sec") | $(f "$n.p50_us") | $(f "$n.p99_us") | $(f "$n.cpu_us_per_call") | $(f "$n.usec_per_call") |"
+  done
+done
+cat <<EOF
+
+Sluice's script vs the reference, same tool, same load: $(ratio rb_sluice_c50_P1.per_sec rb_ref_c50_P1.per_sec)x
+the calls/s at -P 1, $(ratio rb_sluice_c50_P16.per_sec rb_ref_c50_P16.per_sec)x at -P 16.
+
+## (b) The library on the Redis backend
+
+\`sluice_bench_redis --callers N --keys 10000\` ([bench/redis_load.cpp](../bench/redis_load.cpp)):
+\`sluice::limiter\` over \`make_redis_backend\` (one auto-pipelined connection). async: N chains
+of \`async_check\` on one thread, each issuing its next check when the previous completes (N
+checks in flight); threads: one thread calling the blocking \`check\`. ${F[lib_async_1.per_sec]:+1 s warm-up, then} the
+measured window; latency is from the call to its completion handler.
+
+| Mode | Callers | Decisions/s | p50 us | p99 us | p99.9 us | Redis CPU us/decision | Degraded | vs redis-benchmark ref -P 16 |
+|---|---|---|---|---|---|---|---|---|
+EOF
+for n in lib_async_1 lib_async_50 lib_async_500 lib_threads_1; do
+  mode="${n#lib_}"
+  mode="${mode%_*}"
+  echo "| $mode | ${n##*_} | $(k "$n.per_sec") | $(f "$n.p50_us") | $(f "$n.p99_us") | $(f "$n.p999_us") | $(f "$n.cpu_us_per_call") | $(f "$n.degraded") | $(ratio "$n.per_sec" rb_ref_c50_P16.per_sec)x |"
+done
+cat <<EOF
+
+## (c) Redis memory per tracked key
+
+$(f mem_ref.keys) keys \`bucket:0000000\`.. loaded by one pipelined EVALSHA each (\`redis-cli --pipe\`),
+after \`FLUSHALL\`; bytes/key = \`INFO memory\` used_memory delta / DBSIZE (so it includes the
+keyspace and expires dictionaries). The refill is slow (0.001/s) so no key expires meanwhile.
+
+| Script | Keys | Bytes/key (used_memory) | MEMORY USAGE of one key |
+|---|---|---|---|
+| reference (hash: tokens, ts) | $(f mem_ref.keys) | $(f mem_ref.bytes_per_key) | $(f mem_ref.memory_usage) |
+| Sluice (string "level_ut ts_ms") | $(f mem_sluice.keys) | $(f mem_sluice.bytes_per_key) | $(f mem_sluice.memory_usage) |
+
+## (d) Memory backend
+
+\`sluice_bench_memory\` ([bench/memory_backend_bench.cpp](../bench/memory_backend_bench.cpp)),
+Google Benchmark, random keys, every key created before timing, nearly all checks admitted.
+Clocks: *steady* is the default \`sluice::steady_clock\` (a clock_gettime per decision, ~60 ns on
+this VM's kvm-clock); *ticking* is a cheap clock, an atomic refreshed from steady_clock every
+millisecond by a background thread (the math works in whole milliseconds; lag only makes the
+limiter stricter). Decisions/s is wall-clock; per CPU-second discounts time other processes
+took from the benchmark.
+
+| Keys | Clock | Threads | Decisions/s | Decisions per CPU-second |
+|---|---|---|---|---|
+EOF
+for keys in 10000 1000000; do
+  for clock in steady ticking; do
+    for t in $(printf '%s\n' "${!F[@]}" | sed -n "s/^mem_${keys}_${clock}_t\([0-9]*\)\.per_sec$/\1/p" | sort -n); do
+      n="mem_${keys}_${clock}_t$t"
+      echo "| $keys | $clock | $t | $(m "$n.per_sec") | $(m "$n.per_cpu_sec") |"
+    done
+  done
+done
+cat <<EOF
+
+## (e) sluiced \`POST /v1/check\` beside nginx \`return 204\`
+
+\`wrk -t 2 -c C -d Ns -s bench/wrk_check.lua\` (one thread for one connection): the same
+pre-formatted POST /v1/check requests over 10k keys go to both; nginx answers \`return 204\`
+(\`worker_processes $(nproc)\`), sluiced (default threads: one per core) decides with policy
+capacity 100, refill 100/s.
+
+| Server | Connections | Requests/s | p50 us | p99 us | p99.9 us | Non-2xx | Socket errors | vs nginx |
+|---|---|---|---|---|---|---|---|---|
+EOF
+for name in nginx sluiced_mem sluiced_redis; do
+  case "$name" in
+    nginx) label="nginx return 204" ;;
+    sluiced_mem) label="sluiced (memory)" ;;
+    *) label="sluiced (redis)" ;;
+  esac
+  for c in 1 50 500; do
+    n="${name}_c$c"
+    [ -n "${F[$n.per_sec]:-}" ] || continue
+    echo "| $label | $c | $(k "$n.per_sec") | $(f "$n.p50_us") | $(f "$n.p99_us") | $(f "$n.p999_us") | $(f "$n.non2xx") | $(f "$n.errors") | $(ratio "$n.per_sec" "nginx_c$c.per_sec")x |"
+  done
+done
+if [ -n "${F[sluiced_redis_c50.cpu_us_per_call]:-}" ]; then
+  echo
+  echo "Redis CPU per decision behind sluiced (redis), INFO cpu delta / EVALSHA calls: 1 connection $(f sluiced_redis_c1.cpu_us_per_call) us, 50: $(f sluiced_redis_c50.cpu_us_per_call) us, 500: $(f sluiced_redis_c500.cpu_us_per_call) us."
+fi
+cat <<EOF
+
+## Plot
+
+[docs/bench/concurrency.svg](bench/concurrency.svg), drawn by \`sluice_bench_plot\`
+([bench/plot_svg.cpp](../bench/plot_svg.cpp)) from [docs/bench/results.tsv](bench/results.tsv):
+library \`async_check\` decisions/s and sluiced/nginx requests/s (left), p99 (right), against
+callers or connections. All figures of the run, by name: [docs/bench/figures.tsv](bench/figures.tsv).
+EOF
