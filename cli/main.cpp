@@ -55,10 +55,10 @@ int run_check(const check_args& a) {
     std::cerr << "sluice: invalid input: " << ec.message() << "\n";
     return exit_invalid;
   }
-  if (a.backend != "memory" && !sluice::parse_redis_url(a.backend)) {
-    std::string why;
-    sluice::parse_redis_url(a.backend, &why);
-    std::cerr << "sluice: --backend must be \"memory\" or a redis:// URL: " << why << "\n";
+  if (std::string why; a.backend != "memory" && !sluice::validate_redis_url(a.backend, &why)) {
+    std::cerr << "sluice: --backend must be \"memory\" or a redis://, redis+cluster:// or "
+                 "redis+sentinel:// URL: "
+              << why << "\n";
     return exit_invalid;
   }
   auto lim = make_limiter(a);
@@ -86,7 +86,10 @@ int main(int argc, char** argv) {
 
   check_args a;
   auto* check = app.add_subcommand("check", "Decide one request and print it as a JSON line");
-  check->add_option("--backend", a.backend, "\"memory\" or redis://[[user]:password@]host[:port][/db]")
+  check->add_option("--backend", a.backend,
+                    "\"memory\", redis://[[user]:password@]host[:port][/db], "
+                    "redis+cluster://host:port[,host:port...] or "
+                    "redis+sentinel://host:port[,...]/MASTER_NAME")
       ->capture_default_str();
   check->add_option("--key", a.key, "Who is spending (e.g. user:42)")->required();
   check->add_option("--capacity", a.capacity, "Bucket size in tokens (burst)")->required();

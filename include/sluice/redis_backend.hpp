@@ -51,6 +51,9 @@ struct redis_options {
 /// async_decide's handler runs on the backend's I/O thread, or inline when the call is
 /// refused at once. Destroying the backend completes every pending call with
 /// backend_shutting_down and joins the thread.
+///
+/// A redis+cluster:// or redis+sentinel:// URL yields make_redis_cluster_backend or
+/// make_redis_sentinel_backend instead (sluice/redis_cluster.hpp).
 std::shared_ptr<backend> make_redis_backend(redis_options options);
 
 }  // namespace sluice

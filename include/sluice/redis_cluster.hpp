@@ -45,6 +45,10 @@ struct redis_sentinel_url {
 std::optional<redis_sentinel_url> parse_redis_sentinel_url(std::string_view url,
                                                            std::string* why = nullptr);
 
+/// True when `url` is a well-formed redis://, redis+cluster:// or redis+sentinel:// URL
+/// (any URL make_redis_backend accepts); otherwise false with `why` set.
+bool validate_redis_url(std::string_view url, std::string* why = nullptr);
+
 /// Creates a Redis Cluster backend for `options.url` (redis+cluster://...); `key_prefix`,
 /// timeouts and limits mean what they mean for make_redis_backend. The whole prefixed key
 /// picks the slot, so a `{hash tag}` in a key keeps related keys on one node.

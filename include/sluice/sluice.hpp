@@ -8,4 +8,5 @@
 #include <sluice/memory_backend.hpp>
 #include <sluice/policy.hpp>
 #include <sluice/redis_backend.hpp>
+#include <sluice/redis_cluster.hpp>
 #include <sluice/version.hpp>

@@ -1,6 +1,7 @@
 // The Redis backend: decisions are EVALSHA calls of lua/token_bucket.lua, sent over one
 // auto-pipelined connection (connection.hpp) that an I/O thread of this backend runs.
 #include <sluice/redis_backend.hpp>
+#include <sluice/redis_cluster.hpp>
 
 #include <sluice/error.hpp>
 
@@ -174,6 +175,11 @@ class redis_backend final : public backend {
 }  // namespace
 
 std::shared_ptr<backend> make_redis_backend(redis_options options) {
+  // One entry point for every Redis URL, so the CLI and the daemon take all three.
+  if (options.url.starts_with("redis+cluster://"))
+    return make_redis_cluster_backend(std::move(options));
+  if (options.url.starts_with("redis+sentinel://"))
+    return make_redis_sentinel_backend(std::move(options));
   std::string why;
   const auto url = parse_redis_url(options.url, &why);
   if (!url) throw std::invalid_argument("invalid Redis URL: " + why);

@@ -76,6 +76,12 @@ std::optional<redis_cluster_url> parse_redis_cluster_url(std::string_view url, s
   return out;
 }
 
+bool validate_redis_url(std::string_view url, std::string* why) {
+  if (url.starts_with("redis+cluster://")) return parse_redis_cluster_url(url, why).has_value();
+  if (url.starts_with("redis+sentinel://")) return parse_redis_sentinel_url(url, why).has_value();
+  return parse_redis_url(url, why).has_value();
+}
+
 std::optional<redis_sentinel_url> parse_redis_sentinel_url(std::string_view url, std::string* why) {
   constexpr std::string_view scheme = "redis+sentinel://";
   if (!url.starts_with(scheme)) {
