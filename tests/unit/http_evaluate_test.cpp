@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <thread>
 
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/io_context.hpp>
@@ -315,6 +316,52 @@ TEST(HttpEvaluateTest, AsyncEvaluateMatchesTheBlockingOne) {
   const auto none = run(fx.req("GET", "/api"));
   EXPECT_TRUE(none.allowed);
   EXPECT_TRUE(none.outcomes[0].skipped);
+}
+
+TEST(HttpEvaluateTest, ConcurrentAsyncEvaluationsAdmitExactlyTheCapacity) {
+  fixture fx;  // the clock never moves: no refill
+  auto rules = std::make_shared<const rule_set>(
+      std::map<std::string, policy, std::less<>>{{"p", bucket(50, 1)}, {"q", bucket(80, 1)}},
+      std::vector<rule>{make_rule("a", "/", "ip", "p"), make_rule("b", "/", "ip", "q"),
+                        make_rule("s", "/", "ip", "p", true)});
+  constexpr int n = 200;
+  std::vector<std::promise<evaluation>> promises(n);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = t; i < n; i += 4) {
+        async_evaluate(fx.lim, rules, fx.req("GET", "/x"),
+                       [&promises, i](evaluation e) { promises[i].set_value(std::move(e)); });
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  // Each rule's bucket hands out exactly its capacity, whatever the interleaving; a request
+  // is allowed exactly when both of its non-shadow rules allowed it.
+  int allowed = 0, a_allowed = 0, b_allowed = 0, s_allowed = 0;
+  for (auto& p : promises) {
+    const auto e = p.get_future().get();
+    ASSERT_EQ(e.outcomes.size(), 3u);
+    const auto& a = e.outcomes[0].result;
+    const auto& b = e.outcomes[1].result;
+    a_allowed += a.allowed;
+    b_allowed += b.allowed;
+    s_allowed += e.outcomes[2].result.allowed;
+    EXPECT_EQ(e.allowed, a.allowed && b.allowed);
+    allowed += e.allowed;
+    ASSERT_TRUE(e.binding);
+    if (!a.allowed) {
+      EXPECT_EQ(*e.binding, 0u);  // same retry_after as b: the first denial binds
+    } else if (!b.allowed) {
+      EXPECT_EQ(*e.binding, 1u);
+    } else {
+      EXPECT_EQ(*e.binding, b.remaining < a.remaining ? 1u : 0u);
+    }
+  }
+  EXPECT_EQ(a_allowed, 50);
+  EXPECT_EQ(b_allowed, 80);
+  EXPECT_EQ(s_allowed, 50);
+  EXPECT_LE(allowed, 50);
 }
 
 TEST(HttpEvaluateTest, AsyncHandlerRunsOnItsExecutorNeverInline) {
