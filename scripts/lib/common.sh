@@ -32,9 +32,8 @@ fi
 sluice_timed() {
   local what="$1"
   shift
-  local start=$SECONDS
-  "$@"
-  local rc=$?
+  local start=$SECONDS rc=0
+  "$@" || rc=$?
   sluice_log "$what: $((SECONDS - start)) s (exit $rc)"
   return $rc
 }
