@@ -231,9 +231,9 @@ void service::handle_check(const http_request& req, std::shared_ptr<const runtim
   const auto* p = rt->rules->find_policy(policy_name);
   if (!p) return bad(422, "unknown_policy", "no policy named \"" + policy_name + "\"");
   if (k.empty()) return bad(422, "invalid_key", "\"key\" must not be empty");
-  if (k.size() > max_key_size) {
+  if (k.size() > max_check_key_size) {
     return bad(422, "key_too_long",
-               "\"key\" is longer than " + std::to_string(max_key_size) + " bytes");
+               "\"key\" is longer than " + std::to_string(max_check_key_size) + " bytes");
   }
   if (cost < 1 || cost > p->capacity) {
     return bad(422, "cost_out_of_range",
@@ -243,8 +243,11 @@ void service::handle_check(const http_request& req, std::shared_ptr<const runtim
 
   const auto start = steady::now();
   auto& lim = *rt->lim;
+  // Each policy has its own buckets: the same key under two policies is two limits. (Built
+  // before the call: the handler below takes policy_name by move.)
+  const auto limiter_key = "c:" + policy_name + ":" + k;
   lim.async_check(
-      k, *p, cost,
+      limiter_key, *p, cost,
       boost::asio::bind_executor(
           ex, [this, rt = std::move(rt), policy_name = std::move(policy_name), p, start, version,
                done = std::move(done)](std::error_code ec, decision d) {

@@ -24,6 +24,11 @@ namespace bhttp = boost::beast::http;
 using http_request = bhttp::request<bhttp::string_body>;
 using http_response = bhttp::response<bhttp::string_body>;
 
+/// The longest `key` /v1/check accepts, in bytes. The limiter key is
+/// `c:<policy>:<key>` (policies have separate buckets), which must fit in
+/// sluice::max_key_size with a policy name of up to 64 characters.
+inline constexpr std::size_t max_check_key_size = 900;
+
 /// One config in force: immutable; a reload builds a new one and swaps the pointer.
 struct runtime {
   config cfg;

@@ -67,6 +67,12 @@ sluiced_process::sluiced_process(std::optional<std::string> yaml,
   throw std::runtime_error("sluiced did not become healthy: " + why);
 }
 
+sluiced_process::~sluiced_process() {
+  child_.reset();
+  std::error_code ignored;
+  std::filesystem::remove_all(dir_, ignored);
+}
+
 void sluiced_process::write_config(const std::string& yaml) {
   // Write then rename, so a reload never reads half a file.
   const auto tmp = config_path_ + ".tmp";

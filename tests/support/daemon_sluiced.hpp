@@ -28,6 +28,9 @@ class sluiced_process {
   /// become healthy.
   explicit sluiced_process(std::optional<std::string> yaml,
                            std::vector<std::string> extra_args = {});
+  ~sluiced_process();
+  sluiced_process(const sluiced_process&) = delete;
+  sluiced_process& operator=(const sluiced_process&) = delete;
 
   std::uint16_t port() const noexcept { return port_; }
   const std::string& config_path() const noexcept { return config_path_; }
