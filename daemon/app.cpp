@@ -87,6 +87,11 @@ std::optional<int> parse_command_line(int argc, const char* const* argv, app_opt
 
 int run(app_options opts) {
   spdlog::set_level(spdlog::level::from_str(opts.cfg.log_level));
+  const unsigned threads =
+      opts.cfg.threads ? opts.cfg.threads : std::max(1u, std::thread::hardware_concurrency());
+  // Declared before the service, so it is destroyed after it: the backend may still complete
+  // a check (posting to a connection's strand) while it shuts down.
+  asio::io_context ioc{static_cast<int>(threads)};
   std::unique_ptr<service> svc;
   try {
     svc = std::make_unique<service>(opts.cfg);
@@ -95,9 +100,6 @@ int run(app_options opts) {
     return 1;
   }
   const auto& cfg = svc->current()->cfg;
-  unsigned threads = cfg.threads ? cfg.threads : std::max(1u, std::thread::hardware_concurrency());
-
-  asio::io_context ioc{static_cast<int>(threads)};
   auto srv = std::make_shared<server>(ioc, *svc);
   asio::ip::tcp::endpoint bound;
   try {
