@@ -18,7 +18,8 @@
 
 namespace sluice::test {
 
-/// The sluiced binary under test (from the build), e.g. for exit-code tests.
+/// The sluiced binary under test: $SLUICE_SLUICED when set (e.g. a sanitizer build), else
+/// the one from this build.
 std::string sluiced_path();
 
 class sluiced_process {

@@ -1,0 +1,121 @@
+// The daemon's request handling without sockets: service::handle driven on an io_context.
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+#include <nlohmann/json.hpp>
+
+#include "config.hpp"
+#include "service.hpp"
+
+namespace sluice::daemon {
+namespace {
+
+using json = nlohmann::json;
+
+config test_config() {
+  return parse_config(R"(trusted_proxies: [10.0.0.1/32]
+policies:
+  api: {capacity: 2, refill_per_second: 0.001}
+rules:
+  - {name: login, match: {path_prefix: /login, methods: [POST]}, key: ip, policy: api}
+)",
+                      "unit.yaml");
+}
+
+class DaemonServiceTest : public ::testing::Test {
+ protected:
+  http_response call(const std::string& method, const std::string& target, const std::string& peer,
+                     std::vector<std::pair<std::string, std::string>> headers = {},
+                     const std::string& body = "") {
+    http_request req;
+    req.method_string(method);
+    req.target(target);
+    req.version(11);
+    for (auto& [n, v] : headers) req.set(n, v);
+    req.body() = body;
+    req.prepare_payload();
+    std::optional<http_response> out;
+    svc_.handle(std::move(req), peer, ioc_.get_executor(),
+                [&](http_response r) { out = std::move(r); });
+    ioc_.restart();
+    ioc_.run();
+    EXPECT_TRUE(out.has_value());
+    return out ? std::move(*out) : http_response{};
+  }
+  http_response check(const std::string& body) {
+    return call("POST", "/v1/check", "127.0.0.1", {{"Content-Type", "application/json"}}, body);
+  }
+
+  boost::asio::io_context ioc_;
+  service svc_{test_config()};
+};
+
+TEST_F(DaemonServiceTest, CheckAnswersWithTheDecision) {
+  auto r = check(R"({"key":"k","policy":"api"})");
+  ASSERT_EQ(r.result_int(), 200u);
+  auto j = json::parse(r.body());
+  EXPECT_EQ(j["allowed"], true);
+  EXPECT_EQ(j["limit"], 2);
+  EXPECT_EQ(j["remaining"], 1);
+  EXPECT_EQ(j["policy"], "api");
+  EXPECT_EQ(r["X-RateLimit-Remaining"], "1");
+  check(R"({"key":"k","policy":"api"})");
+  r = check(R"({"key":"k","policy":"api"})");
+  EXPECT_EQ(json::parse(r.body())["allowed"], false);
+  EXPECT_EQ(r["Retry-After"], "1000");
+}
+
+TEST_F(DaemonServiceTest, ProblemResponsesCarryAStableCode) {
+  auto r = check(R"({"key":"k","policy":"nope"})");
+  EXPECT_EQ(r.result_int(), 422u);
+  EXPECT_EQ(r[boost::beast::http::field::content_type], "application/problem+json");
+  auto j = json::parse(r.body());
+  EXPECT_EQ(j["type"], "about:blank");
+  EXPECT_EQ(j["title"], "Unprocessable Entity");
+  EXPECT_EQ(j["status"], 422);
+  EXPECT_EQ(j["error"], "unknown_policy");
+  EXPECT_EQ(call("GET", "/nowhere", "127.0.0.1").result_int(), 404u);
+}
+
+TEST_F(DaemonServiceTest, ForwardedFactsCountOnlyFromATrustedPeer) {
+  const std::vector<std::pair<std::string, std::string>> claims{{"X-Forwarded-For", "203.0.113.1"},
+                                                                {"X-Forwarded-Method", "POST"},
+                                                                {"X-Forwarded-Uri", "/login"}};
+  // From the trusted proxy 10.0.0.1: a POST /login by 203.0.113.1; capacity 2.
+  EXPECT_EQ(call("GET", "/v1/auth", "10.0.0.1", claims).result_int(), 200u);
+  EXPECT_EQ(call("GET", "/v1/auth", "10.0.0.1", claims).result_int(), 200u);
+  EXPECT_EQ(call("GET", "/v1/auth", "10.0.0.1", claims).result_int(), 429u);
+  // The same claims from an untrusted peer describe a GET /v1/auth: no rule matches.
+  auto r = call("GET", "/v1/auth", "192.0.2.9", claims);
+  EXPECT_EQ(r.result_int(), 200u);
+  EXPECT_EQ(r.count("X-RateLimit-Limit"), 0u);
+  // Its own POST /v1/auth/login is limited, keyed by its own address.
+  EXPECT_EQ(call("POST", "/v1/auth/login", "192.0.2.9", claims)["X-RateLimit-Remaining"], "1");
+}
+
+TEST_F(DaemonServiceTest, ApplyKeepsTheBackendWhenItsSettingsAreUnchanged) {
+  const auto before = svc_.current();
+  auto c = test_config();
+  c.deny_status = 403;
+  svc_.apply(c);
+  EXPECT_EQ(svc_.current()->lim, before->lim);
+  EXPECT_EQ(svc_.current()->cfg.deny_status, 403u);
+  c.memory_max_keys = 10;
+  svc_.apply(c);
+  EXPECT_NE(svc_.current()->lim, before->lim);
+}
+
+TEST(DaemonServiceEndpointTest, RoutesByPath) {
+  EXPECT_EQ(service::endpoint_of("/v1/check"), "check");
+  EXPECT_EQ(service::endpoint_of("/v1/check?x=1"), "check");
+  EXPECT_EQ(service::endpoint_of("/v1/auth"), "auth");
+  EXPECT_EQ(service::endpoint_of("/v1/auth/api/x?y"), "auth");
+  EXPECT_EQ(service::endpoint_of("/v1/authx"), "other");
+  EXPECT_EQ(service::endpoint_of("/metrics"), "metrics");
+  EXPECT_EQ(service::endpoint_of("/healthz"), "healthz");
+  EXPECT_EQ(service::endpoint_of("/readyz"), "readyz");
+  EXPECT_EQ(service::endpoint_of("/"), "other");
+}
+
+}  // namespace
+}  // namespace sluice::daemon
