@@ -13,3 +13,12 @@ find_program(SLUICE_NGINX_EXECUTABLE nginx PATHS /usr/sbin /usr/local/sbin)
 if(SLUICE_NGINX_EXECUTABLE)
   target_compile_definitions(sluice_test_support PRIVATE SLUICE_NGINX_PATH="${SLUICE_NGINX_EXECUTABLE}")
 endif()
+# Without the daemon (SLUICE_BUILD_TOOLS=OFF) its tests have nothing to test: leave them out
+# of the (globbed) test binaries rather than fail to compile.
+if(NOT TARGET sluice_daemon)
+  file(GLOB daemon_tests CONFIGURE_DEPENDS
+       ${CMAKE_CURRENT_SOURCE_DIR}/unit/daemon_*_test.cpp
+       ${CMAKE_CURRENT_SOURCE_DIR}/integration/daemon_*_test.cpp
+       ${CMAKE_CURRENT_SOURCE_DIR}/integration/nginx_*_test.cpp)
+  set_source_files_properties(${daemon_tests} PROPERTIES HEADER_FILE_ONLY ON)
+endif()
