@@ -155,25 +155,18 @@ class bucket_table {
     ++size_;
   }
 
-  // Removes every slot for which pred(slot) is true. O(capacity).
+  // Removes every slot for which pred(slot) is true. O(capacity), in place: a slot that
+  // backward-shift deletion moves into position i is examined again, and one moved from
+  // the start of the table (a run that wraps around) was examined already, so every slot
+  // is seen at least once and pred may see a kept slot twice.
   template <class Pred>
   void erase_if(Pred pred) {
-    // Rebuilding is simpler than deleting during a scan and costs the same O(capacity).
-    slot* fresh = allocate(capacity_);
-    std::size_t kept = 0;
     for (std::size_t i = 0; i < capacity_; ++i) {
-      slot& s = slots_[i];
-      if (!s.used()) continue;
-      if (pred(s)) {
-        free_key(s);
-      } else {
-        fresh[free_index(fresh, mask_, s.hash)] = s;
-        ++kept;
+      while (slots_[i].used() && pred(slots_[i])) {
+        free_key(slots_[i]);
+        erase_at(i);
       }
     }
-    release(slots_, capacity_);
-    slots_ = fresh;
-    size_ = kept;
   }
 
   // Removes one slot, chosen by `h` (so "arbitrary" differs from call to call).
