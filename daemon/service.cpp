@@ -160,6 +160,7 @@ void service::handle(http_request req, std::string peer, boost::asio::any_io_exe
     metrics_.request(endpoint, res.result_int(), steady::now() - start);
     done(std::move(res));
   };
+  spdlog::debug("{} {} from {}", sv(req.method_string()), sv(req.target()), peer);
   auto rt = current();
   const auto method = req.method();
   const bool get = method == bhttp::verb::get;
