@@ -113,6 +113,19 @@ TEST(RedisBackendTest, RefillAndRetryAfterInRealTime) {
   EXPECT_LE(admitted, 6);
 }
 
+TEST(RedisBackendTest, DecidesWithEvalshaOfTheEmbeddedScript) {
+  // A wrong embedded SHA would still work (NOSCRIPT, then EVAL every time), only slowly:
+  // the command statistics tell.
+  test::redis_server redis;
+  auto b = make_redis_backend(options_for(redis.url()));
+  for (int i = 0; i < 10; ++i) decide_ok(*b, "sha", bucket(100, 1));
+  test::redis_client c(redis.port());
+  const auto info = c.command({"INFO", "commandstats"});
+  const std::string text(redis::reply_text(*info));
+  EXPECT_NE(text.find("cmdstat_evalsha:calls=10,"), std::string::npos) << text;
+  EXPECT_EQ(text.find("cmdstat_eval:"), std::string::npos) << text;
+}
+
 TEST(RedisBackendTest, RecoversFromScriptFlush) {
   test::redis_server redis;
   auto b = make_redis_backend(options_for(redis.url()));
