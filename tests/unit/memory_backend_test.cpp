@@ -92,6 +92,32 @@ TEST_F(MemoryBackendTest, MemoryBoundHoldsWhenEveryBucketIsBusy) {
   EXPECT_LE(still_limited, 4);
 }
 
+TEST_F(MemoryBackendTest, LongAndSimilarKeysKeepTheirOwnBuckets) {
+  // Keys past the inline size live on the heap; keys sharing long prefixes or differing only
+  // in their last byte must never share a bucket, across table growth and expiry sweeps.
+  auto b = make(100'000, 4);
+  const auto p = bucket(1, 0.001);
+  std::vector<std::string> keys;
+  for (int i = 0; i < 3000; ++i) {
+    keys.push_back(std::string(static_cast<std::size_t>(i % 70), 'x') + "/" + std::to_string(i));
+  }
+  for (const auto& k : keys) ASSERT_TRUE(decide(*b, k, p).allowed) << k;
+  for (const auto& k : keys) ASSERT_FALSE(decide(*b, k, p).allowed) << k;
+}
+
+TEST_F(MemoryBackendTest, SweepKeepsEveryBusyBucketExact) {
+  // 2 shards of 50 keys: half the keys refill within 1 ms, half take 1000 s. Once the fast
+  // ones are full again, new keys take their place and every slow bucket keeps its state.
+  auto b = make(100, 2);
+  const auto slow = bucket(1, 0.001);
+  const auto fast = bucket(1, 1000);
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(decide(*b, "slow" + std::to_string(i), slow).allowed);
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(decide(*b, "fast" + std::to_string(i), fast).allowed);
+  clock_->advance(milliseconds{2});
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(decide(*b, "new" + std::to_string(i), fast).allowed);
+  for (int i = 0; i < 40; ++i) EXPECT_FALSE(decide(*b, "slow" + std::to_string(i), slow).allowed) << i;
+}
+
 TEST_F(MemoryBackendTest, ConcurrentCallersOnOneKeyAdmitExactlyCapacity) {
   auto b = make();
   const auto p = bucket(100, 0.001);
