@@ -5,8 +5,6 @@
 
 #include <sluice/error.hpp>
 
-#include <condition_variable>
-#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -18,6 +16,7 @@
 #include <boost/asio/post.hpp>
 
 #include "algorithm/token_bucket.hpp"
+#include "core/await_decision.hpp"
 #include "redis/connection.hpp"
 #include "redis/scripts.hpp"
 #include "redis/token_bucket_command.hpp"
@@ -102,26 +101,9 @@ class redis_backend final : public backend {
     // Waiting on the I/O thread for the I/O thread would never end.
     if (std::this_thread::get_id() == thread_.get_id())
       return make_error_code(errc::backend_unavailable);
-    struct waiter {
-      std::mutex mu;
-      std::condition_variable cv;
-      bool done = false;
-      std::error_code ec;
-      decision d;
-    };
-    auto w = std::make_shared<waiter>();
-    async_decide(key, p, cost, [w](std::error_code ec, decision d) {
-      std::lock_guard lock(w->mu);
-      w->ec = ec;
-      w->d = d;
-      w->done = true;
-      w->cv.notify_one();
-    });
-    std::unique_lock lock(w->mu);
-    if (!w->cv.wait_for(lock, wait_limit_, [&] { return w->done; }))
-      return make_error_code(errc::backend_timeout);
-    out = w->d;
-    return w->ec;
+    return detail::await_decision(
+        [&](decide_handler done) { async_decide(key, p, cost, std::move(done)); }, wait_limit_,
+        out);
   }
 
   void async_decide(std::string_view key, const policy& p, std::uint64_t cost,

@@ -3,8 +3,6 @@
 #include <sluice/error.hpp>
 #include <sluice/redis_cluster.hpp>
 
-#include <condition_variable>
-#include <mutex>
 #include <stdexcept>
 #include <thread>
 
@@ -13,6 +11,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
+#include "core/await_decision.hpp"
 #include "redis/cluster/cluster_backend.hpp"
 #include "redis/cluster/cluster_client.hpp"
 
@@ -62,26 +61,9 @@ class cluster_backend final : public redis::cluster::cluster_backend_base {
                          decision& out) override {
     if (std::this_thread::get_id() == thread_.get_id())
       return make_error_code(errc::backend_unavailable);
-    struct waiter {
-      std::mutex mu;
-      std::condition_variable cv;
-      bool done = false;
-      std::error_code ec;
-      decision d;
-    };
-    auto w = std::make_shared<waiter>();
-    async_decide(key, p, cost, [w](std::error_code ec, decision d) {
-      std::lock_guard lock(w->mu);
-      w->ec = ec;
-      w->d = d;
-      w->done = true;
-      w->cv.notify_one();
-    });
-    std::unique_lock lock(w->mu);
-    if (!w->cv.wait_for(lock, wait_limit_, [&] { return w->done; }))
-      return make_error_code(errc::backend_timeout);
-    out = w->d;
-    return w->ec;
+    return detail::await_decision(
+        [&](decide_handler done) { async_decide(key, p, cost, std::move(done)); }, wait_limit_,
+        out);
   }
 
   void async_decide(std::string_view key, const policy& p, std::uint64_t cost,
