@@ -138,11 +138,14 @@ int thread_count() {
 // when a child failed.
 int admitted_by_processes(const backend_factory& make, const std::string& key, int processes) {
 #if defined(__SANITIZE_THREAD__)
-  constexpr int own_threads = 2;  // ThreadSanitizer runs a background thread of its own
+  // ThreadSanitizer may run a background thread of its own (not when ctest runs this test
+  // alone in its process), so under it the bound is "at most" one more.
+  constexpr int own_threads = 2;
 #else
   constexpr int own_threads = 1;
 #endif
-  EXPECT_EQ(thread_count(), own_threads) << "fork() needs a parent without backend threads";
+  EXPECT_GE(thread_count(), 1);
+  EXPECT_LE(thread_count(), own_threads) << "fork() needs a parent without backend threads";
   int ready[2], go[2], results[2];
   if (::pipe(ready) != 0 || ::pipe(go) != 0 || ::pipe(results) != 0) return -1;
   std::vector<pid_t> children;
