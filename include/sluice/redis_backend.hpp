@@ -31,7 +31,7 @@ struct redis_options {
   std::chrono::milliseconds connect_timeout{250};
   /// Per decision, from the call to its completion, queueing included. A connection whose
   /// oldest request gets no reply in this time is considered stuck and is reconnected.
-  /// (A decision that meets NOSCRIPT is re-sent as EVAL with a fresh timeout.)
+  /// A decision that meets NOSCRIPT is re-sent as EVAL within the same timeout.
   std::chrono::milliseconds command_timeout{50};
   std::size_t max_in_flight = 65536;  ///< more waiting calls fail fast
   /// Reconnect delays: the first retry after losing a connection is immediate, then

@@ -27,6 +27,13 @@ sluice_jobs() { echo "${SLUICE_JOBS:-$(nproc 2>/dev/null || echo 2)}"; }
 if [ -z "${CCACHE_BASEDIR:-}" ]; then
   export CCACHE_BASEDIR="$SLUICE_ROOT"
 fi
+# Debug builds (the sanitizer presets) would otherwise also key on the build directory's
+# absolute path (ccache's hash_dir, for DW_AT_comp_dir), so a clone elsewhere would rebuild
+# everything. Debug info then names the first builder's directory; sanitizer reports are
+# symbolized by function and relative file names either way.
+if [ -z "${CCACHE_NOHASHDIR:-}" ]; then
+  export CCACHE_NOHASHDIR=1
+fi
 
 # Prints how long a step took after running it: "[build] configure release: 12 s".
 sluice_timed() {

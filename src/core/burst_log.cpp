@@ -7,24 +7,37 @@ namespace sluice::detail {
 burst_log::burst_log(std::string what, std::chrono::seconds repeat_every)
     : what_(std::move(what)), repeat_every_(repeat_every) {}
 
+std::int64_t burst_log::now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 void burst_log::failure(std::error_code ec) noexcept {
+  constexpr auto relaxed = std::memory_order_relaxed;
+  if (failing_.load(std::memory_order_acquire) && now_ns() < next_report_ns_.load(relaxed)) {
+    suppressed_.fetch_add(1, relaxed);
+    total_.fetch_add(1, relaxed);
+    return;
+  }
   std::lock_guard lock(mu_);
-  ++total_;
-  const auto now = std::chrono::steady_clock::now();
-  if (!failing_.load(std::memory_order_relaxed)) {
-    failing_.store(true, std::memory_order_relaxed);
-    last_log_ = now;
-    suppressed_ = 0;
-    total_ = 1;
+  const auto now = now_ns();
+  const auto repeat = std::chrono::duration_cast<std::chrono::nanoseconds>(repeat_every_).count();
+  if (!failing_.load(relaxed)) {
+    suppressed_.store(0, relaxed);
+    total_.store(1, relaxed);
+    next_report_ns_.store(now + repeat, relaxed);
+    failing_.store(true, std::memory_order_release);
     spdlog::warn("{}: {}; applying the failure mode (further errors are counted, not logged)",
                  what_, ec.message());
-  } else if (now - last_log_ >= repeat_every_) {
+  } else if (now >= next_report_ns_.load(relaxed)) {
+    total_.fetch_add(1, relaxed);
     spdlog::warn("{}: still failing ({}), {} errors since the last report", what_, ec.message(),
-                 suppressed_ + 1);
-    last_log_ = now;
-    suppressed_ = 0;
+                 suppressed_.exchange(0, relaxed) + 1);
+    next_report_ns_.store(now + repeat, relaxed);
   } else {
-    ++suppressed_;
+    suppressed_.fetch_add(1, relaxed);
+    total_.fetch_add(1, relaxed);
   }
 }
 
@@ -32,7 +45,8 @@ void burst_log::recovered() noexcept {
   std::lock_guard lock(mu_);
   if (!failing_.load(std::memory_order_relaxed)) return;
   failing_.store(false, std::memory_order_relaxed);
-  spdlog::info("{}: answering again after {} failed decisions", what_, total_);
+  spdlog::info("{}: answering again after {} failed decisions", what_,
+               total_.load(std::memory_order_relaxed));
 }
 
 }  // namespace sluice::detail

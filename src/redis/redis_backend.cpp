@@ -14,6 +14,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "algorithm/token_bucket.hpp"
 #include "core/await_decision.hpp"
@@ -69,6 +70,7 @@ class redis_backend final : public backend {
         // The connection completes every call by its deadline; this bound only guards the
         // blocking wait against a bug turning into a hang.
         wait_limit_(2 * o.command_timeout + std::chrono::seconds{1}),
+        command_timeout_(o.command_timeout),
         core_(std::make_shared<io_core>()) {
     core_->conn = std::make_shared<redis::connection>(core_->io, make_config(o, u));
     core_->conn->start();
@@ -119,9 +121,11 @@ class redis_backend final : public backend {
     std::string command;
     command.reserve(80 + full_key.size());
     redis::append_token_bucket_command(command, redis::script_call::evalsha, full_key, params);
+    const auto deadline = std::chrono::steady_clock::now() + command_timeout_;
     core_->conn->async_exec(
         std::move(command),
-        [conn = core_->conn, full_key = std::move(full_key), params, capacity = p.capacity,
+        [conn = core_->conn, io = &core_->io, deadline, full_key = std::move(full_key), params,
+         capacity = p.capacity,
          handler = std::move(handler)](std::error_code ec, redis::reply_ptr reply) mutable {
           if (ec) {
             handler(ec, {});
@@ -131,14 +135,7 @@ class redis_backend final : public backend {
           if (redis::parse_token_bucket_reply(*reply, o) == redis::script_reply::noscript) {
             // The server lost its scripts (SCRIPT FLUSH): send the source once. EVAL
             // caches it again, so later calls go back to EVALSHA.
-            std::string eval;
-            redis::append_token_bucket_command(eval, redis::script_call::eval, full_key, params);
-            conn->async_exec(std::move(eval), [capacity, handler = std::move(handler)](
-                                                  std::error_code ec2, redis::reply_ptr r2) {
-              decision d;
-              if (!ec2) ec2 = redis::to_decision(*r2, capacity, d);
-              handler(ec2, d);
-            });
+            resend_as_eval(conn, io, deadline, full_key, params, capacity, std::move(handler));
             return;
           }
           decision d;
@@ -148,8 +145,42 @@ class redis_backend final : public backend {
   }
 
  private:
+  // The EVAL retry after NOSCRIPT. The connection would give it a whole command timeout of
+  // its own; a timer at the first attempt's deadline keeps the decision within one.
+  // Runs on the I/O thread (the first reply's handler).
+  static void resend_as_eval(const std::shared_ptr<redis::connection>& conn, asio::io_context* io,
+                             std::chrono::steady_clock::time_point deadline,
+                             const std::string& full_key, const detail::token_bucket_params& params,
+                             std::uint64_t capacity, decide_handler handler) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      handler(make_error_code(errc::backend_timeout), {});
+      return;
+    }
+    struct once {
+      explicit once(asio::io_context& io, decide_handler h) : timer(io), handler(std::move(h)) {}
+      asio::steady_timer timer;
+      decide_handler handler;  // empty once called: the I/O thread runs both completions
+    };
+    auto op = std::make_shared<once>(*io, std::move(handler));
+    op->timer.expires_at(deadline);
+    op->timer.async_wait([op](boost::system::error_code ec) {
+      if (ec || !op->handler) return;
+      std::exchange(op->handler, nullptr)(make_error_code(errc::backend_timeout), {});
+    });
+    std::string eval;
+    redis::append_token_bucket_command(eval, redis::script_call::eval, full_key, params);
+    conn->async_exec(std::move(eval), [capacity, op](std::error_code ec, redis::reply_ptr r) {
+      if (!op->handler) return;
+      op->timer.cancel();
+      decision d;
+      if (!ec) ec = redis::to_decision(*r, capacity, d);
+      std::exchange(op->handler, nullptr)(ec, d);
+    });
+  }
+
   std::string prefix_;
   std::chrono::nanoseconds wait_limit_;
+  std::chrono::milliseconds command_timeout_;
   std::shared_ptr<io_core> core_;
   std::thread thread_;
 };

@@ -49,6 +49,8 @@ struct drill_options {
 struct drill_result {
   std::uint64_t requests = 0, errors = 0, degraded = 0, allowed = 0, denied = 0;
   std::uint64_t over_admissions = 0, faults = 0;
+  // Responses slower than the timeout plus 10 ms: how often the tail is more than noise.
+  std::uint64_t late = 0;
   double longest_ms = 0, p99_ms = 0, elapsed_s = 0;
 };
 
@@ -141,6 +143,9 @@ drill_result run(const drill_options& o) {
     std::sort(latencies.begin(), latencies.end());
     r.longest_ms = latencies.back();
     r.p99_ms = latencies[latencies.size() * 99 / 100];
+    const double late_ms = o.timeout_ms + 10.0;
+    r.late = static_cast<std::uint64_t>(
+        latencies.end() - std::upper_bound(latencies.begin(), latencies.end(), late_ms));
   }
   return r;
 }
@@ -193,17 +198,20 @@ int main(int argc, char** argv) {
   j["over_admissions"] = r.over_admissions;
   j["p99_ms"] = r.p99_ms;
   j["longest_ms"] = r.longest_ms;
+  j["late"] = r.late;
   std::cout << j.dump(2) << "\n";
   if (!o.json_out.empty()) std::ofstream(o.json_out) << j.dump(2) << "\n";
   if (!o.table_row_out.empty()) {
     char row[512];
     std::snprintf(
-        row, sizeof row, "| %s | %llu | %llu | %llu | %llu | %llu | %llu | %llu | %.2f | %.1f |\n",
+        row, sizeof row,
+        "| %s | %llu | %llu | %llu | %llu | %llu | %llu | %llu | %.2f | %.1f | %llu |\n",
         o.mode.c_str(), static_cast<unsigned long long>(r.faults),
         static_cast<unsigned long long>(r.requests), static_cast<unsigned long long>(r.errors),
         static_cast<unsigned long long>(r.degraded), static_cast<unsigned long long>(r.allowed),
         static_cast<unsigned long long>(r.denied),
-        static_cast<unsigned long long>(r.over_admissions), r.p99_ms, r.longest_ms);
+        static_cast<unsigned long long>(r.over_admissions), r.p99_ms, r.longest_ms,
+        static_cast<unsigned long long>(r.late));
     std::ofstream(o.table_row_out) << row;
   }
 
