@@ -200,7 +200,10 @@ void service::handle_check(const http_request& req, std::shared_ptr<const runtim
   const auto ctype = sv(req[bhttp::field::content_type]);
   const auto mime = ctype.substr(0, ctype.find(';'));
   if (!boost::beast::iequals(bsv(mime), "application/json")) {
-    return bad(415, "unsupported_media_type", "Content-Type must be application/json");
+    // Strict on purpose: text/plain and form bodies are what a browser may send cross-site
+    // without a CORS preflight, and no page should spend a client's tokens.
+    return bad(415, "unsupported_media_type",
+               "Content-Type must be application/json (curl: -H 'Content-Type: application/json')");
   }
   const auto body = json::parse(req.body(), nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) return bad(400, "malformed_json", "the body is not valid JSON");

@@ -205,8 +205,8 @@ int main(int argc, char** argv) {
     char row[512];
     std::snprintf(
         row, sizeof row,
-        "| %s | %llu | %llu | %llu | %llu | %llu | %llu | %llu | %.2f | %.1f | %llu |\n",
-        o.mode.c_str(), static_cast<unsigned long long>(r.faults),
+        "| %s | %u | %llu | %llu | %llu | %llu | %llu | %llu | %llu | %.2f | %.1f | %llu |\n",
+        o.mode.c_str(), o.threads, static_cast<unsigned long long>(r.faults),
         static_cast<unsigned long long>(r.requests), static_cast<unsigned long long>(r.errors),
         static_cast<unsigned long long>(r.degraded), static_cast<unsigned long long>(r.allowed),
         static_cast<unsigned long long>(r.denied),
