@@ -66,6 +66,28 @@ class reader {
     }
   }
 
+  // yaml-cpp keeps both entries of a repeated key and lookups see the first, so a second
+  // `deny_status:` would be lost without a word. Refuses a repeated key anywhere.
+  void no_duplicate_keys(const YAML::Node& n, const std::string& field) const {
+    if (n.IsMap()) {
+      std::set<std::string> seen;
+      for (const auto& kv : n) {
+        const std::string name = kv.first.IsScalar() ? kv.first.Scalar() : "?";
+        if (kv.first.IsScalar() && !seen.insert(name).second)
+          fail(kv.first, join(field, name), "duplicate key (already set earlier in this mapping)");
+        no_duplicate_keys(kv.second, join(field, name));
+      }
+    } else if (n.IsSequence()) {
+      for (std::size_t i = 0; i < n.size(); ++i)
+        no_duplicate_keys(n[i], field + "[" + std::to_string(i) + "]");
+    }
+  }
+
+  // A quoted scalar ('10') is a string in YAML, whatever it spells.
+  void unquoted(const YAML::Node& n, const std::string& field, const char* what) const {
+    if (n.Tag() == "!") fail(n, field, std::string("must be ") + what + ", not a quoted string");
+  }
+
   static std::string join(const std::string& parent, const std::string& child) {
     return parent.empty() ? child : parent + "." + child;
   }
@@ -84,6 +106,7 @@ class reader {
   template <class Int>
   Int integer(const YAML::Node& n, const std::string& field, Int lo, Int hi) const {
     const auto s = scalar(n, field);
+    unquoted(n, field, "an integer");
     long long v = 0;
     const auto* end = s.data() + s.size();
     auto [p, ec] = std::from_chars(s.data(), end, v);
@@ -96,6 +119,7 @@ class reader {
 
   double number(const YAML::Node& n, const std::string& field) const {
     const auto s = scalar(n, field);
+    unquoted(n, field, "a number");
     double v = 0;
     const auto* end = s.data() + s.size();
     auto [p, ec] = std::from_chars(s.data(), end, v);
@@ -105,6 +129,7 @@ class reader {
 
   bool boolean(const YAML::Node& n, const std::string& field) const {
     const auto s = scalar(n, field);
+    unquoted(n, field, "true or false");
     if (s == "true") return true;
     if (s == "false") return false;
     fail(n, field, "must be true or false, got \"" + s + "\"");
@@ -207,7 +232,13 @@ void parse_rule(const reader& r, const YAML::Node& n, const std::string& field, 
       }
     }
     if (auto hs = m["hosts"]) {
-      for (auto& s : r.strings(hs, mf + ".hosts")) rule.match.hosts.push_back(lower(s));
+      for (auto& s : r.strings(hs, mf + ".hosts")) {
+        // Hosts match without the port (Host: a.example:8443 is a.example).
+        const auto colon = s.rfind(':');
+        if (colon != std::string::npos && (s.front() != '[' || colon > s.rfind(']')))
+          r.fail(hs, mf + ".hosts", "\"" + s + "\": hosts are matched without a port");
+        rule.match.hosts.push_back(lower(s));
+      }
     }
   }
   auto key = n["key"];
@@ -235,6 +266,7 @@ config parse_root(const reader& r, const YAML::Node& root) {
   if (root.IsNull())
     r.fail(root, "policies", "the config is empty; at least one policy is required");
   r.expect_map(root, "");
+  r.no_duplicate_keys(root, "");
   r.only_keys(root, "",
               {"listen", "threads", "log_level", "backend", "key_prefix", "on_backend_failure",
                "backend_timeout_ms", "backend_connect_timeout_ms", "memory_max_keys", "deny_status",
@@ -282,6 +314,8 @@ config parse_root(const reader& r, const YAML::Node& root) {
     const auto texts = r.strings(n, "trusted_proxies");
     for (std::size_t i = 0; i < texts.size(); ++i) {
       std::string why;
+      if (texts[i].find_first_of(" \t") != std::string::npos)
+        r.fail(n[i], "trusted_proxies[" + std::to_string(i) + "]", "must not contain spaces");
       auto range = http::parse_cidr(texts[i], &why);
       if (!range) r.fail(n[i], "trusted_proxies[" + std::to_string(i) + "]", why);
       c.keys.trusted_proxies.push_back(*range);

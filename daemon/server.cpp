@@ -1,6 +1,7 @@
 #include "server.hpp"
 
 #include <optional>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/dispatch.hpp>
@@ -152,7 +153,10 @@ class session : public std::enable_shared_from_this<session> {
 };
 
 server::server(asio::io_context& ioc, service& svc)
-    : ioc_(ioc), svc_(svc), acceptor_(asio::make_strand(ioc)) {}
+    : ioc_(ioc),
+      svc_(svc),
+      acceptor_(asio::make_strand(ioc)),
+      accept_pause_(acceptor_.get_executor()) {}
 
 tcp::endpoint server::listen(const tcp::endpoint& ep) {
   acceptor_.open(ep.protocol());
@@ -167,18 +171,28 @@ void server::start() {
 }
 
 void server::do_accept() {
-  acceptor_.async_accept(asio::make_strand(ioc_),
-                         [self = shared_from_this()](beast::error_code ec, tcp::socket s) {
-                           if (self->draining() || !self->acceptor_.is_open()) return;
-                           if (ec) {
-                             spdlog::warn("accept: {}", ec.message());
-                           } else {
-                             auto sess = std::make_shared<session>(std::move(s), self);
-                             self->session_started(sess);
-                             sess->run();
-                           }
-                           self->do_accept();
-                         });
+  acceptor_.async_accept(
+      asio::make_strand(ioc_), [self = shared_from_this()](beast::error_code ec, tcp::socket s) {
+        if (self->draining() || !self->acceptor_.is_open()) return;
+        if (ec) {
+          if (self->accept_errors_++ == 0) {
+            spdlog::warn("accept: {}; pausing accepts for 100 ms at a time", ec.message());
+          }
+          self->accept_pause_.expires_after(std::chrono::milliseconds{100});
+          self->accept_pause_.async_wait([self](beast::error_code) {
+            if (!self->draining()) self->do_accept();
+          });
+          return;
+        }
+        if (self->accept_errors_ > 0) {
+          spdlog::info("accept: working again after {} failed attempts",
+                       std::exchange(self->accept_errors_, 0));
+        }
+        auto sess = std::make_shared<session>(std::move(s), self);
+        self->session_started(sess);
+        sess->run();
+        self->do_accept();
+      });
 }
 
 void server::session_started(const std::shared_ptr<session>& s) {
@@ -205,6 +219,7 @@ void server::drain(std::chrono::milliseconds deadline, std::function<void()> don
                                             done = std::move(done)]() mutable {
     beast::error_code ec;
     self->acceptor_.close(ec);
+    self->accept_pause_.cancel();
     std::vector<std::shared_ptr<session>> open;
     bool none = false;
     {

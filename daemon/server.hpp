@@ -4,6 +4,7 @@
 // drain for SIGTERM.
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -50,6 +51,10 @@ class server : public std::enable_shared_from_this<server> {
   boost::asio::io_context& ioc_;
   service& svc_;
   boost::asio::ip::tcp::acceptor acceptor_;
+  // After an accept error (out of file descriptors, say) accepting pauses briefly instead
+  // of failing again at once in a loop; the errors are logged once per burst.
+  boost::asio::steady_timer accept_pause_;
+  std::uint64_t accept_errors_ = 0;  // in the current burst; acceptor strand only
   std::atomic<bool> draining_{false};
   std::mutex mu_;
   std::vector<std::weak_ptr<session>> sessions_;

@@ -54,10 +54,11 @@ void add_headers(http_response& res, const std::vector<http::header_field>& fiel
 }
 
 bool same_backend(const config& a, const config& b) {
-  return a.backend == b.backend && a.key_prefix == b.key_prefix &&
-         a.backend_timeout == b.backend_timeout &&
-         a.backend_connect_timeout == b.backend_connect_timeout &&
-         a.memory_max_keys == b.memory_max_keys;
+  if (a.backend != b.backend || a.memory_max_keys != b.memory_max_keys) return false;
+  // The memory backend has no prefix or timeouts: changing them must not reset its buckets.
+  return a.backend == "memory" ||
+         (a.key_prefix == b.key_prefix && a.backend_timeout == b.backend_timeout &&
+          a.backend_connect_timeout == b.backend_connect_timeout);
 }
 
 // A JSON object's member, or nullptr.
@@ -153,17 +154,24 @@ void service::handle(http_request req, std::string peer, boost::asio::any_io_exe
   const auto start = steady::now();
   const auto endpoint = endpoint_of(sv(req.target()));
   const auto version = req.version();
+  const auto method = req.method();
+  const bool head = method == bhttp::verb::head;
   // Every response passes here: stamp the version and count it.
-  auto finish = [this, start, endpoint = endpoint, version,
+  auto finish = [this, start, endpoint = endpoint, version, head,
                  done = std::move(done)](http_response res) {
     res.version(version);
+    if (head) {
+      // The GET response's headers, Content-Length included, without its body.
+      const auto n = res.body().size();
+      res.body().clear();
+      res.content_length(n);
+    }
     metrics_.request(endpoint, res.result_int(), steady::now() - start);
     done(std::move(res));
   };
   spdlog::debug("{} {} from {}", sv(req.method_string()), sv(req.target()), peer);
   auto rt = current();
-  const auto method = req.method();
-  const bool get = method == bhttp::verb::get;
+  const bool get = method == bhttp::verb::get || head;
 
   if (endpoint == "check") return handle_check(req, std::move(rt), ex, std::move(finish));
   if (endpoint == "auth") return handle_auth(req, peer, std::move(rt), ex, std::move(finish));
@@ -172,8 +180,8 @@ void service::handle(http_request req, std::string peer, boost::asio::any_io_exe
         404, "not_found", "no such endpoint: " + std::string(path_of(sv(req.target()))), version));
   }
   if (!get) {
-    auto res = problem_response(405, "method_not_allowed", "use GET", version);
-    res.set(bhttp::field::allow, "GET");
+    auto res = problem_response(405, "method_not_allowed", "use GET (or HEAD)", version);
+    res.set(bhttp::field::allow, "GET, HEAD");
     return finish(std::move(res));
   }
   if (endpoint == "healthz")
@@ -198,7 +206,10 @@ void service::handle_check(const http_request& req, std::shared_ptr<const runtim
     return done(std::move(res));
   }
   const auto ctype = sv(req[bhttp::field::content_type]);
-  const auto mime = ctype.substr(0, ctype.find(';'));
+  auto mime = ctype.substr(0, ctype.find(';'));
+  // RFC 9110 allows whitespace around the parameters' ';'.
+  while (!mime.empty() && (mime.back() == ' ' || mime.back() == '\t')) mime.remove_suffix(1);
+  while (!mime.empty() && (mime.front() == ' ' || mime.front() == '\t')) mime.remove_prefix(1);
   if (!boost::beast::iequals(bsv(mime), "application/json")) {
     // Strict on purpose: text/plain and form bodies are what a browser may send cross-site
     // without a CORS preflight, and no page should spend a client's tokens.
@@ -249,7 +260,9 @@ void service::handle_check(const http_request& req, std::shared_ptr<const runtim
   auto& lim = *rt->lim;
   // Each policy has its own buckets: the same key under two policies is two limits. (Built
   // before the call: the handler below takes policy_name by move.)
-  const auto limiter_key = "c:" + policy_name + ":" + k;
+  // '@' is not allowed in rule names, so no forward-auth rule's `<rule>:<policy>:<key>`
+  // bucket can be this one.
+  const auto limiter_key = std::string(check_key_prefix) + policy_name + ":" + k;
   lim.async_check(
       limiter_key, *p, cost,
       boost::asio::bind_executor(
@@ -326,37 +339,39 @@ void service::handle_auth(const http_request& req, const std::string& peer,
   // async_evaluate reads the headers before it returns, so `lookup` may refer to `req`.
   http::async_evaluate(
       *rt->lim, rt->rules, facts,
-      boost::asio::bind_executor(ex, [this, rt, start, version, deny_status, done = std::move(done),
-                                      method = facts.method,
-                                      path = facts.path](http::evaluation e) {
-        metrics_.backend_latency(steady::now() - start);
-        for (const auto& o : e.outcomes) {
-          if (o.skipped) {
-            metrics_.decision("auth", o.policy, o.rule, "skipped");
-            continue;
-          }
-          if (o.result.degraded) {
-            const auto* p = rt->rules->find_policy(o.policy);
-            metrics_.backend_error(o.result.backend_error);
-            if (p) metrics_.degraded(p->on_failure, o.policy);
-          }
-          std::string_view result = o.result.allowed ? "allowed" : "denied";
-          if (o.shadow && !o.result.allowed) {
-            result = "shadow_denied";
-            spdlog::info("shadow rule {} would deny {} {} (key {})", o.rule, method, path, o.key);
-          }
-          metrics_.decision("auth", o.policy, o.rule, result);
-        }
-        auto r = http::make_response(e, deny_status);
-        http_response res;
-        if (r.allowed) {
-          res = plain(200, "", "text/plain", version);
-        } else {
-          res = plain(r.status, std::move(r.body), http::problem_content_type, version);
-        }
-        add_headers(res, r.headers);
-        done(std::move(res));
-      }));
+      boost::asio::bind_executor(
+          ex, [this, rt, start, version, deny_status, done = std::move(done), method = facts.method,
+               path = facts.path](http::evaluation e) {
+            metrics_.backend_latency(steady::now() - start);
+            for (const auto& o : e.outcomes) {
+              if (o.skipped) {
+                metrics_.decision("auth", o.policy, o.rule, "skipped");
+                continue;
+              }
+              if (o.result.degraded) {
+                const auto* p = rt->rules->find_policy(o.policy);
+                metrics_.backend_error(o.result.backend_error);
+                if (p) metrics_.degraded(p->on_failure, o.policy);
+              }
+              std::string_view result = o.result.allowed ? "allowed" : "denied";
+              if (o.shadow && !o.result.allowed) {
+                result = "shadow_denied";
+                // Debug only, and without the key: this runs for every request a shadow rule would
+                // refuse (metrics count them), and keys can hold API keys or tokens.
+                spdlog::debug("shadow rule {} would deny {} {}", o.rule, method, path);
+              }
+              metrics_.decision("auth", o.policy, o.rule, result);
+            }
+            auto r = http::make_response(e, deny_status);
+            http_response res;
+            if (r.allowed) {
+              res = plain(200, "", "text/plain", version);
+            } else {
+              res = plain(r.status, std::move(r.body), http::problem_content_type, version);
+            }
+            add_headers(res, r.headers);
+            done(std::move(res));
+          }));
 }
 
 void service::handle_ready(const http_request& req, std::shared_ptr<const runtime> rt,

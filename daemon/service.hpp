@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/beast/http/message.hpp>
@@ -24,8 +25,10 @@ namespace bhttp = boost::beast::http;
 using http_request = bhttp::request<bhttp::string_body>;
 using http_response = bhttp::response<bhttp::string_body>;
 
-/// The longest `key` /v1/check accepts, in bytes. The limiter key is
-/// `c:<policy>:<key>` (policies have separate buckets), which must fit in
+/// /v1/check's limiter keys are `@check:<policy>:<key>` (policies have separate buckets);
+/// forward-auth rules' are `<rule>:<policy>:<key>`, and rule names never contain '@'.
+inline constexpr std::string_view check_key_prefix = "@check:";
+/// The longest `key` /v1/check accepts, in bytes: the limiter key must fit in
 /// sluice::max_key_size with a policy name of up to 64 characters.
 inline constexpr std::size_t max_check_key_size = 900;
 

@@ -275,7 +275,27 @@ INSTANTIATE_TEST_SUITE_P(
                  "limits.max_body_bytes", "64..1048576"},
         bad_case{"PoliciesNotAMap", "policies: [a, b]\n", 1, "policies", "mapping"},
         bad_case{"InvalidYaml", std::string(one_policy) + "rules: [ {name: a\n", 4, "",
-                 "invalid YAML"}),
+                 "invalid YAML"},
+        bad_case{"DuplicateTopLevelKey",
+                 std::string(one_policy) + "deny_status: 403\ndeny_status: 401\n", 4, "deny_status",
+                 "duplicate key"},
+        bad_case{"DuplicatePolicy",
+                 "policies:\n  api: {capacity: 1, refill_per_second: 1}\n"
+                 "  api: {capacity: 5, refill_per_second: 1}\n",
+                 3, "policies.api", "duplicate key"},
+        bad_case{"DuplicateKeyInAFlowMap",
+                 "policies:\n  api: {capacity: 1, refill_per_second: 1, capacity: 9}\n", 2,
+                 "policies.api.capacity", "duplicate key"},
+        bad_case{"QuotedNumber", "policies:\n  api: {capacity: 5, refill_per_second: '10'}\n", 2,
+                 "policies.api.refill_per_second", "quoted"},
+        bad_case{"QuotedInteger", std::string(one_policy) + "deny_status: \"429\"\n", 3,
+                 "deny_status", "quoted"},
+        bad_case{"ProxyWithSpace", std::string(one_policy) + "trusted_proxies: [' 10.0.0.0/8']\n",
+                 3, "trusted_proxies[0]", "spaces"},
+        bad_case{"HostWithPort",
+                 std::string(one_policy) +
+                     "rules:\n  - {name: a, match: {hosts: ['a.com:80']}, key: ip, policy: api}\n",
+                 4, "rules[0].match.hosts", "without a port"}),
     [](const ::testing::TestParamInfo<bad_case>& info) { return std::string(info.param.name); });
 
 TEST(DaemonConfigTest, MissingFileIsAConfigError) {

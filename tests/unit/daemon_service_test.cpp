@@ -1,6 +1,8 @@
 // The daemon's request handling without sockets: service::handle driven on an io_context.
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include <boost/asio/io_context.hpp>
 #include <nlohmann/json.hpp>
 
@@ -115,6 +117,75 @@ TEST(DaemonServiceEndpointTest, RoutesByPath) {
   EXPECT_EQ(service::endpoint_of("/healthz"), "healthz");
   EXPECT_EQ(service::endpoint_of("/readyz"), "readyz");
   EXPECT_EQ(service::endpoint_of("/"), "other");
+}
+
+TEST(DaemonServiceKeysTest, CheckCallersCannotSpendARulesBucket) {
+  // A rule may be named like anything /v1/check builds its keys from; the buckets stay apart.
+  service svc(parse_config(R"(trusted_proxies: [10.0.0.1/32]
+policies:
+  login: {capacity: 3, refill_per_second: 0.001}
+rules:
+  - {name: c, match: {path_prefix: /login}, key: ip, policy: login}
+  - {name: check, match: {path_prefix: /login}, key: ip, policy: login}
+)",
+                           "keys.yaml"));
+  boost::asio::io_context ioc;
+  auto run = [&](http_request req, const std::string& peer) {
+    req.version(11);
+    req.prepare_payload();
+    std::optional<http_response> out;
+    svc.handle(std::move(req), peer, ioc.get_executor(),
+               [&](http_response r) { out = std::move(r); });
+    ioc.restart();
+    ioc.run();
+    return std::move(*out);
+  };
+  for (const char* key : {"ip=203.0.113.50", "203.0.113.50", "login:ip=203.0.113.50"}) {
+    for (int i = 0; i < 3; ++i) {
+      http_request req{boost::beast::http::verb::post, "/v1/check", 11};
+      req.set(boost::beast::http::field::content_type, "application/json");
+      req.body() = json{{"key", key}, {"policy", "login"}}.dump();
+      run(std::move(req), "127.0.0.1");
+    }
+  }
+  http_request auth{boost::beast::http::verb::get, "/v1/auth/login", 11};
+  auth.set("X-Forwarded-For", "203.0.113.50");
+  const auto r = run(std::move(auth), "10.0.0.1");
+  EXPECT_EQ(r.result_int(), 200u);
+  EXPECT_EQ(r["X-RateLimit-Remaining"], "2");
+}
+
+TEST_F(DaemonServiceTest, ContentTypeMayHaveWhitespaceBeforeItsParameters) {
+  auto r =
+      call("POST", "/v1/check", "127.0.0.1", {{"Content-Type", "application/json ;charset=utf-8"}},
+           R"({"key":"k","policy":"api"})");
+  EXPECT_EQ(r.result_int(), 200u);
+  r = call("POST", "/v1/check", "127.0.0.1", {{"Content-Type", "text/plain"}},
+           R"({"key":"k","policy":"api"})");
+  EXPECT_EQ(r.result_int(), 415u);
+}
+
+TEST_F(DaemonServiceTest, HeadProbesGetTheHeadersWithoutABody) {
+  const auto get = call("GET", "/healthz", "127.0.0.1");
+  const auto head = call("HEAD", "/healthz", "127.0.0.1");
+  EXPECT_EQ(head.result_int(), 200u);
+  EXPECT_TRUE(head.body().empty());
+  EXPECT_EQ(head[boost::beast::http::field::content_length], std::to_string(get.body().size()));
+  EXPECT_EQ(call("HEAD", "/readyz", "127.0.0.1").result_int(), 200u);
+  const auto post = call("POST", "/healthz", "127.0.0.1");
+  EXPECT_EQ(post.result_int(), 405u);
+  EXPECT_EQ(post[boost::beast::http::field::allow], "GET, HEAD");
+}
+
+TEST(DaemonServiceReloadTest, MemoryBucketsSurviveATimeoutChange) {
+  service svc(parse_config("policies: {api: {capacity: 1, refill_per_second: 0.001}}", "m.yaml"));
+  const auto before = svc.current()->lim;
+  auto c = parse_config(
+      "backend_timeout_ms: 7\nkey_prefix: \"x:\"\npolicies: {api: {capacity: 1, "
+      "refill_per_second: 0.001}}",
+      "m.yaml");
+  svc.apply(c);
+  EXPECT_EQ(svc.current()->lim, before) << "the memory backend has no timeouts or prefix";
 }
 
 }  // namespace
