@@ -36,6 +36,18 @@ std::string quick_start_text(const config& c) {
   return s;
 }
 
+void command_line_overrides::apply(config& c) const {
+  if (!listen.empty()) {
+    try {
+      parse_listen(listen, c);
+    } catch (const std::invalid_argument& e) {
+      throw config_error("--listen", 0, "listen", e.what());
+    }
+  }
+  if (threads) c.threads = threads;
+  if (!log_level.empty()) c.log_level = log_level;
+}
+
 std::optional<int> parse_command_line(int argc, const char* const* argv, app_options& out,
                                       std::ostream& std_out, std::ostream& err) {
   CLI::App cli{"sluiced: rate-limit decisions over HTTP (/v1/check, /v1/auth, /metrics)"};
@@ -57,26 +69,18 @@ std::optional<int> parse_command_line(int argc, const char* const* argv, app_opt
   }
 
   out.config_path = config_path;
+  if (!log_level.empty() && spdlog::level::from_str(log_level) == spdlog::level::off &&
+      log_level != "off") {
+    err << "--log-level: unknown level \"" << log_level << "\"\n";
+    return 2;
+  }
+  out.overrides = {listen, threads, log_level};
   try {
     out.cfg = config_path.empty() ? default_config() : load_config_file(config_path);
-    if (!listen.empty()) {
-      try {
-        parse_listen(listen, out.cfg);
-      } catch (const std::invalid_argument& e) {
-        throw config_error("--listen", 0, "listen", e.what());
-      }
-    }
+    out.overrides.apply(out.cfg);
   } catch (const config_error& e) {
     err << e.what() << '\n';
     return 2;
-  }
-  if (threads) out.cfg.threads = threads;
-  if (!log_level.empty()) {
-    if (spdlog::level::from_str(log_level) == spdlog::level::off && log_level != "off") {
-      err << "--log-level: unknown level \"" << log_level << "\"\n";
-      return 2;
-    }
-    out.cfg.log_level = log_level;
   }
   if (check_only) {
     std_out << out.cfg.source << ": valid\n";
@@ -109,8 +113,10 @@ int run(app_options opts) {
     return 1;
   }
   srv->start();
-  spdlog::info("sluiced listening on {}:{} ({} threads, backend {}, config {})",
-               bound.address().to_string(), bound.port(), threads, cfg.backend, cfg.source);
+  const auto host = bound.address().is_v6() ? "[" + bound.address().to_string() + "]"
+                                            : bound.address().to_string();
+  spdlog::info("sluiced listening on {}:{} ({} threads, backend {}, config {})", host, bound.port(),
+               threads, cfg.backend, cfg.source);
   if (opts.config_path.empty()) {
     auto shown = cfg;
     shown.listen_port = bound.port();
@@ -126,7 +132,8 @@ int run(app_options opts) {
           if (opts.config_path.empty()) {
             spdlog::warn("SIGHUP: no --config file to reload");
           } else {
-            svc->reload(opts.config_path);
+            svc->reload(opts.config_path,
+                        [&overrides = opts.overrides](config& c) { overrides.apply(c); });
           }
         } else if (!stopping) {
           stopping = true;

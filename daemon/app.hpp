@@ -8,10 +8,21 @@
 
 namespace sluice::daemon {
 
+/// What the command line sets over the config file (--listen, --threads, --log-level); kept
+/// so that a SIGHUP reload of the file does not undo them.
+struct command_line_overrides {
+  std::string listen;     ///< empty: the file's
+  unsigned threads = 0;   ///< 0: the file's
+  std::string log_level;  ///< empty: the file's
+  /// Applies them to `c`; throws config_error for a malformed --listen.
+  void apply(config& c) const;
+};
+
 struct app_options {
   config cfg;
   /// The file SIGHUP re-reads; empty when running on the built-in default config.
   std::string config_path;
+  command_line_overrides overrides;
 };
 
 /// Parses the command line and loads the config. Returns std::nullopt when the daemon

@@ -109,9 +109,10 @@ void service::apply(config c) {
   current_ = std::move(next);
 }
 
-bool service::reload(const std::string& path) {
+bool service::reload(const std::string& path, const std::function<void(config&)>& adjust) {
   try {
     auto c = load_config_file(path);
+    if (adjust) adjust(c);
     auto prev = current();
     if (c.listen() != prev->cfg.listen() || c.threads != prev->cfg.threads) {
       spdlog::warn("reload: listen and threads take effect only on restart");
@@ -331,7 +332,12 @@ void service::handle_auth(const http_request& req, const std::string& peer,
     if (auto h = first_of({"X-Forwarded-Host"})) facts.host = *h;
   }
   facts.path = std::string(path_of(uri));
-  if (facts.path.empty() || facts.path.front() != '/') facts.path.insert(0, "/");
+  // An absolute-form URI (`http://host/x`, RFC 9112 3.2.2) stays as it is: rule matching
+  // normalizes it to its path. Anything else that lacks the leading '/' gets one.
+  if (facts.path.empty() ||
+      (facts.path.front() != '/' && facts.path.find("://") == std::string::npos)) {
+    facts.path.insert(0, "/");
+  }
   facts.headers = lookup;
 
   const auto start = steady::now();

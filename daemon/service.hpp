@@ -55,9 +55,10 @@ class service {
   /// Replaces the runtime with one for `c` (listen address and threads are start-up only).
   void apply(config c);
 
-  /// SIGHUP: reads `path`; a valid config replaces the current one, an invalid one is
-  /// logged and the current one keeps serving. Returns whether it was applied.
-  bool reload(const std::string& path);
+  /// SIGHUP: reads `path` and passes it through `adjust` (the command line's overrides); a
+  /// valid config replaces the current one, an invalid one is logged and the current one
+  /// keeps serving. Returns whether it was applied.
+  bool reload(const std::string& path, const std::function<void(config&)>& adjust = {});
 
   using done_handler = std::function<void(http_response)>;
 

@@ -1,4 +1,5 @@
 #include <sluice/error.hpp>
+#include <sluice/policy.hpp>
 
 #include <string>
 
@@ -10,19 +11,32 @@ class category_impl final : public std::error_category {
   const char* name() const noexcept override { return "sluice"; }
   std::string message(int ev) const override {
     switch (static_cast<errc>(ev)) {
-      case errc::empty_key: return "key is empty";
-      case errc::key_too_long: return "key is longer than sluice::max_key_size bytes";
-      case errc::invalid_cost: return "cost must be at least 1";
-      case errc::cost_exceeds_capacity: return "cost exceeds the policy's capacity";
-      case errc::invalid_capacity: return "capacity must be 1..1000000000";
-      case errc::invalid_refill_rate: return "refill_per_second must be a finite number in 0.001..1e9";
-      case errc::unsupported_algorithm: return "algorithm is not supported by this backend";
-      case errc::backend_timeout: return "backend did not answer within the timeout";
-      case errc::backend_unavailable: return "backend is unavailable";
-      case errc::backend_protocol_error: return "backend sent an unexpected reply";
-      case errc::backend_script_error: return "backend script failed";
-      case errc::backend_overloaded: return "too many requests in flight to the backend";
-      case errc::backend_shutting_down: return "backend is shutting down";
+      case errc::empty_key:
+        return "key is empty";
+      case errc::key_too_long:
+        return "key is longer than " + std::to_string(max_key_size) + " bytes";
+      case errc::invalid_cost:
+        return "cost must be at least 1";
+      case errc::cost_exceeds_capacity:
+        return "cost exceeds the policy's capacity";
+      case errc::invalid_capacity:
+        return "capacity must be 1..1000000000";
+      case errc::invalid_refill_rate:
+        return "refill_per_second must be a finite number in 0.001..1e9";
+      case errc::unsupported_algorithm:
+        return "algorithm is not supported by this backend";
+      case errc::backend_timeout:
+        return "backend did not answer within the timeout";
+      case errc::backend_unavailable:
+        return "backend is unavailable";
+      case errc::backend_protocol_error:
+        return "backend sent an unexpected reply";
+      case errc::backend_script_error:
+        return "backend script failed";
+      case errc::backend_overloaded:
+        return "too many requests in flight to the backend";
+      case errc::backend_shutting_down:
+        return "backend is shutting down";
     }
     return "unknown sluice error " + std::to_string(ev);
   }

@@ -1,8 +1,11 @@
 #include <sluice/http/headers.hpp>
+#include <sluice/policy.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+
+#include "algorithm/token_bucket.hpp"
 
 namespace sluice::http {
 namespace {
@@ -88,10 +91,12 @@ std::chrono::seconds ceil_seconds(std::chrono::milliseconds d) noexcept {
 }
 
 std::uint64_t policy_window_seconds(const sluice::policy& p) noexcept {
-  if (!(p.refill_per_second > 0) || !std::isfinite(p.refill_per_second)) return 1;
-  const double w = std::ceil(double(p.capacity) / p.refill_per_second);
-  if (!(w < 1e18)) return std::uint64_t(1e18);
-  return std::max<std::uint64_t>(1, std::uint64_t(w));
+  if (sluice::validate(p)) return 1;
+  // The rate the limiter really uses (whole milli-tokens per second), not the configured
+  // double: 0.0015/s refills as 0.002/s, so its window is 500 s, not 667.
+  const auto params = sluice::detail::to_params(p, 1);
+  const auto full_ms = (params.capacity_ut + params.rate_ut_per_ms - 1) / params.rate_ut_per_ms;
+  return std::max<std::uint64_t>(1, static_cast<std::uint64_t>((full_ms + 999) / 1000));
 }
 
 std::string sf_string(std::string_view s) {

@@ -167,14 +167,17 @@ std::optional<std::string> key_spec::derive(const request_facts& req,
           key += "m=";
           append_value(key, req.method);
           break;
-        case key_part::kind::host:
-          if (req.host.empty()) {
+        case key_part::kind::host: {
+          // Without the port, as rules match it: `a.example:1` must not be a fresh bucket.
+          const auto host = detail::host_only(req.host);
+          if (host.empty()) {
             complete = false;
             break;
           }
           key += "host=";
-          append_value(key, detail::to_lower(req.host));
+          append_value(key, detail::to_lower(host));
           break;
+        }
         case key_part::kind::path: {
           if (req.path.empty()) {
             complete = false;

@@ -8,21 +8,6 @@
 namespace sluice::http {
 namespace {
 
-// The host without a port: `example.com:8080` -> `example.com`, `[::1]:80` -> `[::1]`.
-std::string_view host_only(std::string_view host) {
-  host = detail::trim(host);
-  if (!host.empty() && host.front() == '[') {
-    const auto close = host.find(']');
-    return close == std::string_view::npos ? host : host.substr(0, close + 1);
-  }
-  const auto colon = host.find(':');
-  // More than one colon: a bare IPv6 address, which has no port.
-  if (colon != std::string_view::npos && host.find(':', colon + 1) == std::string_view::npos) {
-    return host.substr(0, colon);
-  }
-  return host;
-}
-
 [[noreturn]] void invalid(const std::string& msg) { throw std::invalid_argument(msg); }
 
 std::string quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
@@ -47,7 +32,7 @@ bool rule_match::matches(const request_facts& req) const {
     if (!any) return false;
   }
   if (!hosts.empty()) {
-    const auto h = host_only(req.host);
+    const auto h = detail::host_only(req.host);
     bool any = false;
     for (const auto& allowed : hosts) any = any || detail::iequals(allowed, h);
     if (!any) return false;

@@ -28,6 +28,22 @@ inline std::string_view trim(std::string_view s) noexcept {
   return s;
 }
 
+// The host without a port: `example.com:8080` -> `example.com`, `[::1]:80` -> `[::1]`.
+// Rules match hosts, and keys group them, without the port: one site is one host.
+inline std::string_view host_only(std::string_view host) noexcept {
+  host = trim(host);
+  if (!host.empty() && host.front() == '[') {
+    const auto close = host.find(']');
+    return close == std::string_view::npos ? host : host.substr(0, close + 1);
+  }
+  const auto colon = host.find(':');
+  // More than one colon: a bare IPv6 address, which has no port.
+  if (colon != std::string_view::npos && host.find(':', colon + 1) == std::string_view::npos) {
+    return host.substr(0, colon);
+  }
+  return host;
+}
+
 // RFC 9110 tchar: the characters of a token (header names, methods).
 inline bool is_tchar(char c) noexcept {
   if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return true;

@@ -1,11 +1,14 @@
 // The daemon's request handling without sockets: service::handle driven on an io_context.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
 #include <optional>
 
 #include <boost/asio/io_context.hpp>
 #include <nlohmann/json.hpp>
 
+#include "app.hpp"
 #include "config.hpp"
 #include "service.hpp"
 
@@ -93,6 +96,19 @@ TEST_F(DaemonServiceTest, ForwardedFactsCountOnlyFromATrustedPeer) {
   EXPECT_EQ(r.count("X-RateLimit-Limit"), 0u);
   // Its own POST /v1/auth/login is limited, keyed by its own address.
   EXPECT_EQ(call("POST", "/v1/auth/login", "192.0.2.9", claims)["X-RateLimit-Remaining"], "1");
+}
+
+TEST_F(DaemonServiceTest, AnAbsoluteFormUriMatchesByItsPath) {
+  // A trusted proxy may describe the request with an absolute-form URI: the rule for /login
+  // still applies (capacity 2), whatever the scheme, authority or case of the scheme.
+  const std::vector<std::string> uris{"http://h/login", "HTTPS://h:8443/login?x=1", "/login"};
+  std::vector<unsigned> statuses;
+  for (const auto& u : uris) {
+    statuses.push_back(call("POST", "/v1/auth", "10.0.0.1",
+                            {{"X-Forwarded-For", "203.0.113.8"}, {"X-Forwarded-Uri", u}})
+                           .result_int());
+  }
+  EXPECT_EQ(statuses, (std::vector<unsigned>{200, 200, 429}));
 }
 
 TEST_F(DaemonServiceTest, ApplyKeepsTheBackendWhenItsSettingsAreUnchanged) {
@@ -186,6 +202,22 @@ TEST(DaemonServiceReloadTest, MemoryBucketsSurviveATimeoutChange) {
       "m.yaml");
   svc.apply(c);
   EXPECT_EQ(svc.current()->lim, before) << "the memory backend has no timeouts or prefix";
+}
+
+TEST(DaemonServiceReloadTest, ReloadKeepsTheCommandLineOverrides) {
+  const auto path = ::testing::TempDir() + "sluiced-reload-overrides.yaml";
+  std::ofstream(path) << "log_level: info\nthreads: 3\npolicies: {api: {capacity: 1, "
+                         "refill_per_second: 1}}\n";
+  const command_line_overrides cli{"127.0.0.1:9999", 1, "warn"};
+  auto c = load_config_file(path);
+  cli.apply(c);
+  service svc(c);
+  ASSERT_TRUE(svc.reload(path, [&](config& next) { cli.apply(next); }));
+  const auto& now = svc.current()->cfg;
+  EXPECT_EQ(now.log_level, "warn");
+  EXPECT_EQ(now.threads, 1u);
+  EXPECT_EQ(now.listen(), "127.0.0.1:9999");
+  std::remove(path.c_str());
 }
 
 }  // namespace

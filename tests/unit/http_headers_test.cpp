@@ -93,6 +93,9 @@ TEST(HttpHeadersTest, PolicyWindow) {
   EXPECT_EQ(policy_window_seconds(bucket(5, 0.1)), 50u);
   EXPECT_EQ(policy_window_seconds(bucket(10, 3)), 4u);    // 3.33 s rounds up
   EXPECT_EQ(policy_window_seconds(bucket(1, 1000)), 1u);  // never 0
+  // The rate in force: 0.0015/s is kept as 0.002/s (whole milli-tokens), so the bucket is
+  // full again after 500 s, which is what X-RateLimit-Reset and retry times say too.
+  EXPECT_EQ(policy_window_seconds(bucket(1, 0.0015)), 500u);
 }
 
 TEST(HttpHeadersTest, SfStringEscapes) {
