@@ -66,8 +66,11 @@ class session : public std::enable_shared_from_this<session> {
                         std::to_string(limits_.max_header_bytes) + " bytes");
     }
     if (ec == bhttp::error::body_limit) {
+      // The limit is checked against Content-Length, so the request line has been read.
+      const auto target = parser_->get().target();
       return reject(413, "body_too_large",
-                    "the body exceeds " + std::to_string(limits_.max_body_bytes) + " bytes");
+                    "the body exceeds " + std::to_string(limits_.max_body_bytes) + " bytes",
+                    service::endpoint_of(std::string_view(target.data(), target.size())));
     }
     if (ec) {
       // A malformed request gets an answer; a closed, reset or idle connection does not.
@@ -88,11 +91,13 @@ class session : public std::enable_shared_from_this<session> {
         [self = shared_from_this()](http_response res) { self->write(std::move(res)); });
   }
 
-  void reject(unsigned status, std::string_view code, const std::string& detail) {
+  // `endpoint` labels the metrics: "other" unless the request line was read.
+  void reject(unsigned status, std::string_view code, const std::string& detail,
+              std::string_view endpoint = "other") {
     busy_ = true;
     keep_alive_ = false;
     auto res = service::problem_response(status, code, detail);
-    server_->svc().stats().request("other", status, std::chrono::steady_clock::duration{});
+    server_->svc().stats().request(endpoint, status, std::chrono::steady_clock::duration{});
     write(std::move(res));
   }
 

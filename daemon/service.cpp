@@ -1,5 +1,9 @@
 #include "service.hpp"
 
+#include <set>
+#include <string>
+#include <vector>
+
 #include <spdlog/spdlog.h>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/beast/http/field.hpp>
@@ -217,8 +221,26 @@ void service::handle_check(const http_request& req, std::shared_ptr<const runtim
     return bad(415, "unsupported_media_type",
                "Content-Type must be application/json (curl: -H 'Content-Type: application/json')");
   }
-  const auto body = json::parse(req.body(), nullptr, /*allow_exceptions=*/false);
+  // JSON parsers disagree on a repeated member (nlohmann keeps the last, others the first),
+  // so a body that says "policy" twice is refused rather than read one way.
+  std::vector<std::set<std::string>> members;
+  std::string repeated;
+  const json::parser_callback_t note_members = [&](int, json::parse_event_t ev, json& parsed) {
+    if (ev == json::parse_event_t::object_start) {
+      members.emplace_back();
+    } else if (ev == json::parse_event_t::object_end && !members.empty()) {
+      members.pop_back();
+    } else if (ev == json::parse_event_t::key && !members.empty() &&
+               !members.back().insert(parsed.get<std::string>()).second && repeated.empty()) {
+      repeated = parsed.get<std::string>();
+    }
+    return true;
+  };
+  const auto body = json::parse(req.body(), note_members, /*allow_exceptions=*/false);
   if (body.is_discarded()) return bad(400, "malformed_json", "the body is not valid JSON");
+  if (!repeated.empty()) {
+    return bad(400, "invalid_request", "member \"" + repeated + "\" appears more than once");
+  }
   if (!body.is_object()) return bad(400, "invalid_request", "the body must be a JSON object");
   for (const auto& [name, value] : body.items()) {
     (void)value;

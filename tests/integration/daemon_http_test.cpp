@@ -154,6 +154,11 @@ TEST(DaemonHttpTest, BadRequestsGet4xxProblemJsonAndTheDaemonServesOn) {
   }
   auto j = parse(post_check(d.port(), R"({"key":"a","policy":"api"})"));
   EXPECT_EQ(j["remaining"], 2) << "a rejected request must not spend tokens";
+  // A body refused before it was read still counts under the endpoint it was sent to.
+  const auto metrics = http_request(d.port(), "GET", "/metrics").body;
+  EXPECT_NE(metrics.find(R"(sluice_http_requests_total{code="413",endpoint="check"} 1)"),
+            std::string::npos)
+      << metrics;
 
   // A malformed request line is answered with 400 too.
   http_connection c(d.port());

@@ -111,6 +111,13 @@ TEST_F(DaemonServiceTest, AnAbsoluteFormUriMatchesByItsPath) {
   EXPECT_EQ(statuses, (std::vector<unsigned>{200, 200, 429}));
 }
 
+TEST_F(DaemonServiceTest, ARepeatedMemberIsRefused) {
+  const auto r = check(R"({"key":"k","policy":"api","policy":"other"})");
+  EXPECT_EQ(r.result_int(), 400u);
+  EXPECT_EQ(json::parse(r.body())["error"], "invalid_request");
+  EXPECT_EQ(check(R"({"key":"k","policy":"api"})").result_int(), 200u);
+}
+
 TEST_F(DaemonServiceTest, ApplyKeepsTheBackendWhenItsSettingsAreUnchanged) {
   const auto before = svc_.current();
   auto c = test_config();
