@@ -1,5 +1,6 @@
 #include "redis/tls.hpp"
 
+#include <cstring>
 #include <stdexcept>
 
 #include <openssl/err.h>
@@ -15,7 +16,14 @@ namespace {
 std::string reason(const boost::system::error_code& ec) {
   std::string text = ec.message();
   if (ec.category() == asio::error::get_ssl_category()) {
-    if (const char* r = ERR_reason_error_string(static_cast<unsigned long>(ec.value()))) text = r;
+    // Asio stores OpenSSL's packed error code; go through unsigned to keep its top bit,
+    // which marks a system error (errno in the reason: a missing or unreadable file).
+    const unsigned long e = static_cast<unsigned int>(ec.value());
+    if (ERR_SYSTEM_ERROR(e)) {
+      text = std::strerror(ERR_GET_REASON(e));
+    } else if (const char* r = ERR_reason_error_string(e)) {
+      text = r;
+    }
   }
   return text;
 }

@@ -128,7 +128,7 @@ TEST_F(RedisTlsTest, ConcurrentCallersOnOneKeyAdmitExactlyTheCapacity) {
   EXPECT_EQ(after.remaining, 0u);
 }
 
-TEST_F(RedisTlsTest, DatabaseAndPasswordOverTls) {
+TEST_F(RedisTlsTest, PasswordOverTls) {
   redis_server redis(server_files(), {"--requirepass", "tls-pw"});
   const std::string base = "rediss://:tls-pw@127.0.0.1:" + std::to_string(redis.port());
   limiter lim(make_backend(base + "/3?ca=" + pki().ca()));
