@@ -22,11 +22,21 @@
 
 namespace sluice::test {
 
+/// Passwords of a sentinel group; empty: none.
+struct sentinel_group_options {
+  /// `requirepass` of every sentinel (and `sentinel sentinel-pass`, so they reach each
+  /// other): clients must AUTH with it.
+  std::string sentinel_password;
+  /// `requirepass` / `masterauth` of the data nodes (and `sentinel auth-pass`).
+  std::string master_password;
+};
+
 /// One redis-sentinel process with its own config file (sentinels rewrite it).
 class sentinel_process {
  public:
   /// Starts monitoring `master_port` on 127.0.0.1 as `name`; waits for PING. Throws.
-  sentinel_process(const std::string& dir, const std::string& name, std::uint16_t master_port);
+  sentinel_process(const std::string& dir, const std::string& name, std::uint16_t master_port,
+                   sentinel_group_options options = {});
   ~sentinel_process();
   sentinel_process(const sentinel_process&) = delete;
   sentinel_process& operator=(const sentinel_process&) = delete;
@@ -37,6 +47,7 @@ class sentinel_process {
   void kill();
   std::string dir_, name_;
   std::uint16_t master_port_;
+  sentinel_group_options options_;
   std::uint16_t port_ = 0;
   pid_t pid_ = -1;
 };
@@ -45,13 +56,16 @@ class redis_sentinel_group {
  public:
   static constexpr const char* master_name = "mymaster";
 
-  explicit redis_sentinel_group(int sentinels = 3);
+  explicit redis_sentinel_group(int sentinels = 3, sentinel_group_options options = {});
   ~redis_sentinel_group();
   redis_sentinel_group(const redis_sentinel_group&) = delete;
   redis_sentinel_group& operator=(const redis_sentinel_group&) = delete;
 
-  /// "redis+sentinel://127.0.0.1:<s0>,127.0.0.1:<s1>,.../mymaster"
+  /// "redis+sentinel://127.0.0.1:<s0>,127.0.0.1:<s1>,.../mymaster", with the master
+  /// password as user info and `?sentinel_password=` when the options set them.
   std::string url() const;
+  /// "127.0.0.1:<s0>,127.0.0.1:<s1>,...": for URLs written by the test.
+  std::string hosts() const;
   /// The two data nodes: [0] starts as master, [1] as its replica.
   redis_server& data_node(std::size_t i) { return *data_.at(i); }
   std::uint16_t sentinel_port(std::size_t i) const { return sentinels_.at(i)->port(); }
@@ -66,6 +80,7 @@ class redis_sentinel_group {
 
  private:
   std::string dir_;
+  sentinel_group_options options_;
   std::vector<std::unique_ptr<redis_server>> data_;
   std::vector<std::unique_ptr<sentinel_process>> sentinels_;
 };
