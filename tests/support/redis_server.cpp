@@ -108,7 +108,8 @@ redis_server::redis_server(redis_tls_files tls, std::vector<std::string> extra_a
   dir_ = tmpl;
   std::string why;
   for (int attempt = 0; attempt < 5; ++attempt) {
-    port_ = free_loopback_port();
+    tls_port_ = free_loopback_port();
+    port_ = tls_->plain_port_too ? free_loopback_port() : tls_port_;
     if (spawn_and_wait(std::chrono::seconds{10}, why)) return;
   }
   std::error_code ignored;
@@ -123,14 +124,15 @@ redis_server::~redis_server() {
 }
 
 std::string redis_server::url() const {
-  return (tls_ ? "rediss://127.0.0.1:" : "redis://127.0.0.1:") + std::to_string(port_);
+  return tls_ ? "rediss://127.0.0.1:" + std::to_string(tls_port_)
+              : "redis://127.0.0.1:" + std::to_string(port_);
 }
 
 bool redis_server::spawn_and_wait(std::chrono::milliseconds within, std::string& why) {
   const std::string log = dir_ + "/redis.log";
   std::vector<std::string> args{"redis-server",
                                 "--port",
-                                tls_ ? "0" : std::to_string(port_),
+                                tls_ && !tls_->plain_port_too ? "0" : std::to_string(port_),
                                 "--bind",
                                 "127.0.0.1",
                                 "--save",
@@ -144,7 +146,7 @@ bool redis_server::spawn_and_wait(std::chrono::milliseconds within, std::string&
                                 "--daemonize",
                                 "no"};
   if (tls_) {
-    args.insert(args.end(), {"--tls-port", std::to_string(port_), "--tls-cert-file", tls_->cert,
+    args.insert(args.end(), {"--tls-port", std::to_string(tls_port_), "--tls-cert-file", tls_->cert,
                              "--tls-key-file", tls_->key, "--tls-ca-cert-file", tls_->ca,
                              "--tls-auth-clients", tls_->auth_clients ? "yes" : "no"});
   }
@@ -184,7 +186,8 @@ bool redis_server::spawn_and_wait(std::chrono::milliseconds within, std::string&
           "redis-server exited at start-up (port " + std::to_string(port_) + "): " + read_tail(log);
       return false;
     }
-    if (tls_ ? answers_tls_ping(port_, *tls_, std::chrono::milliseconds{200}) : answers_ping(port_))
+    if (tls_ ? answers_tls_ping(tls_port_, *tls_, std::chrono::milliseconds{200})
+             : answers_ping(port_))
       return true;
     std::this_thread::sleep_for(std::chrono::milliseconds{10});
   }

@@ -28,6 +28,9 @@ struct redis_tls_files {
   bool auth_clients = false;  ///< --tls-auth-clients yes: a client certificate is required
   /// The fixture's own PING when auth_clients is set.
   std::string client_cert, client_key;
+  /// Keep a plaintext port as well (port()), for fixtures that administer the server with
+  /// a plain client (a cluster being joined); clients under test use tls_port().
+  bool plain_port_too = false;
 };
 
 class redis_server {
@@ -43,9 +46,12 @@ class redis_server {
   redis_server(const redis_server&) = delete;
   redis_server& operator=(const redis_server&) = delete;
 
+  /// The plaintext port; for a TLS-only server, its TLS port.
   std::uint16_t port() const noexcept { return port_; }
+  /// The TLS port (0 without TLS).
+  std::uint16_t tls_port() const noexcept { return tls_port_; }
   /// "redis://127.0.0.1:<port>", or "rediss://127.0.0.1:<port>" for a TLS server.
-  std::string url() const;
+  std::string url() const;  // (TLS: with tls_port())
   bool tls() const noexcept { return tls_.has_value(); }
   /// True between start() and stop()/kill() (a paused server is running).
   bool running() const noexcept { return pid_ > 0; }
@@ -72,6 +78,7 @@ class redis_server {
   std::optional<redis_tls_files> tls_;
   std::string dir_;  // a temporary working directory holding the log
   std::uint16_t port_ = 0;
+  std::uint16_t tls_port_ = 0;
   pid_t pid_ = -1;
   bool paused_ = false;
 };

@@ -24,8 +24,11 @@ test_pki::test_pki() {
   try {
     make_ca("ca", "/CN=sluice test CA");
     make_ca("other-ca", "/CN=some other CA");
-    make_leaf("server", "/CN=localhost",
-              "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n");
+    make_leaf(
+        "server", "/CN=localhost",
+        // clientAuth too: Redis nodes present it as clients on the cluster bus and
+        // replication links.
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n");
     make_leaf("named", "/CN=redis.test",
               "subjectAltName=DNS:redis.test\nextendedKeyUsage=serverAuth\n");
     make_leaf("client", "/CN=sluice test client", "extendedKeyUsage=clientAuth\n");
