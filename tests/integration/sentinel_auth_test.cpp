@@ -55,8 +55,10 @@ decision first_healthy(limiter& lim, const std::string& key, std::chrono::millis
 class SentinelAuthTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    group_ = std::make_unique<redis_sentinel_group>(
-        1, sentinel_group_options{.sentinel_password = sentinel_pw, .master_password = master_pw});
+    sentinel_group_options o;
+    o.sentinel_password = sentinel_pw;
+    o.master_password = master_pw;
+    group_ = std::make_unique<redis_sentinel_group>(1, o);
   }
   static void TearDownTestSuite() { group_.reset(); }
   static std::string url(const std::string& userinfo, const std::string& query) {

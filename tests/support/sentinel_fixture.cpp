@@ -57,6 +57,7 @@ sentinel_process::sentinel_process(const std::string& dir, const std::string& na
   std::string why;
   for (int attempt = 0; attempt < 5; ++attempt) {
     port_ = free_loopback_port();
+    if (options_.tls) tls_port_ = free_loopback_port();
     if (spawn_and_wait(why)) return;
   }
   throw std::runtime_error("redis-sentinel did not start: " + why);
@@ -79,6 +80,13 @@ bool sentinel_process::spawn_and_wait(std::string& why) {
     }
     if (!options_.master_password.empty())
       conf << "sentinel auth-pass " << name_ << " " << options_.master_password << "\n";
+    if (const auto& t = options_.tls) {
+      // tls-replication: the sentinel reaches the data nodes and the other sentinels over
+      // TLS too (and announces its TLS port to them).
+      conf << "tls-port " << tls_port_ << "\ntls-cert-file " << t->cert << "\ntls-key-file "
+           << t->key << "\ntls-ca-cert-file " << t->ca << "\ntls-auth-clients no\n"
+           << "tls-replication yes\n";
+    }
   }
   std::string conf_path = base + ".conf";
   std::string prog = "redis-sentinel";
@@ -138,11 +146,19 @@ redis_sentinel_group::redis_sentinel_group(int sentinels, sentinel_group_options
   std::vector<std::string> auth;
   if (!options_.master_password.empty())
     auth = {"--requirepass", options_.master_password, "--masterauth", options_.master_password};
-  data_.push_back(std::make_unique<redis_server>(auth));
-  const auto master = data_[0]->port();
+  const auto start_data_node = [&](std::vector<std::string> args) {
+    if (!options_.tls) return std::make_unique<redis_server>(std::move(args));
+    auto files = *options_.tls;
+    files.plain_port_too = true;
+    args.insert(args.end(), {"--tls-replication", "yes"});
+    return std::make_unique<redis_server>(files, std::move(args));
+  };
+  data_.push_back(start_data_node(auth));
+  // With TLS the master is known by its TLS port, to the replica and the sentinels alike.
+  const auto master = options_.tls ? data_[0]->tls_port() : data_[0]->port();
   auto replica_args = auth;
   replica_args.insert(replica_args.end(), {"--replicaof", "127.0.0.1", std::to_string(master)});
-  data_.push_back(std::make_unique<redis_server>(replica_args));
+  data_.push_back(start_data_node(replica_args));
   for (int i = 0; i < sentinels; ++i)
     sentinels_.push_back(std::make_unique<sentinel_process>(dir_, master_name, master, options_));
 
@@ -185,14 +201,15 @@ std::string redis_sentinel_group::hosts() const {
   std::string h;
   for (std::size_t i = 0; i < sentinels_.size(); ++i) {
     if (i > 0) h += ",";
-    h += "127.0.0.1:" + std::to_string(sentinels_[i]->port());
+    h += "127.0.0.1:" +
+         std::to_string(options_.tls ? sentinels_[i]->tls_port() : sentinels_[i]->port());
   }
   return h;
 }
 
 // The test passwords are plain words: no percent-encoding needed.
 std::string redis_sentinel_group::url() const {
-  std::string u = "redis+sentinel://";
+  std::string u = options_.tls ? "rediss+sentinel://" : "redis+sentinel://";
   if (!options_.master_password.empty()) u += ":" + options_.master_password + "@";
   u += hosts() + "/" + master_name;
   if (!options_.sentinel_password.empty()) u += "?sentinel_password=" + options_.sentinel_password;

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,9 @@ struct sentinel_group_options {
   std::string sentinel_password;
   /// `requirepass` / `masterauth` of the data nodes (and `sentinel auth-pass`).
   std::string master_password;
+  /// TLS everywhere (`tls-port`, `tls-replication yes` on data nodes and sentinels); every
+  /// process keeps a plain port for the fixture's own client.
+  std::optional<redis_tls_files> tls;
 };
 
 /// One redis-sentinel process with its own config file (sentinels rewrite it).
@@ -41,6 +45,8 @@ class sentinel_process {
   sentinel_process(const sentinel_process&) = delete;
   sentinel_process& operator=(const sentinel_process&) = delete;
   std::uint16_t port() const noexcept { return port_; }
+  /// The TLS port (0 without TLS).
+  std::uint16_t tls_port() const noexcept { return tls_port_; }
 
  private:
   bool spawn_and_wait(std::string& why);
@@ -49,6 +55,7 @@ class sentinel_process {
   std::uint16_t master_port_;
   sentinel_group_options options_;
   std::uint16_t port_ = 0;
+  std::uint16_t tls_port_ = 0;
   pid_t pid_ = -1;
 };
 
@@ -64,18 +71,18 @@ class redis_sentinel_group {
   /// "redis+sentinel://127.0.0.1:<s0>,127.0.0.1:<s1>,.../mymaster", with the master
   /// password as user info and `?sentinel_password=` when the options set them.
   std::string url() const;
-  /// "127.0.0.1:<s0>,127.0.0.1:<s1>,...": for URLs written by the test.
+  /// "127.0.0.1:<s0>,127.0.0.1:<s1>,...": for URLs written by the test (TLS ports with TLS).
   std::string hosts() const;
   /// The two data nodes: [0] starts as master, [1] as its replica.
   redis_server& data_node(std::size_t i) { return *data_.at(i); }
   std::uint16_t sentinel_port(std::size_t i) const { return sentinels_.at(i)->port(); }
 
-  /// The master's port as the first answering sentinel reports it.
+  /// The master's port as the first answering sentinel reports it (with TLS: the TLS port).
   std::uint16_t master_port() const;
   /// SENTINEL FAILOVER on a sentinel: the replica is promoted, the master demoted.
   void failover();
   /// Waits until every sentinel reports a master other than `old_port`, and that node
-  /// says role:master. Returns its port. Throws on timeout.
+  /// says role:master (groups without TLS). Returns its port. Throws on timeout.
   std::uint16_t wait_for_new_master(std::uint16_t old_port, std::chrono::milliseconds within);
 
  private:
