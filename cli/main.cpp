@@ -2,6 +2,7 @@
 // Exit status: 0 allowed, 1 denied, 2 invalid input (message on stderr).
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -56,12 +57,19 @@ int run_check(const check_args& a) {
     return exit_invalid;
   }
   if (std::string why; a.backend != "memory" && !sluice::validate_redis_url(a.backend, &why)) {
-    std::cerr << "sluice: --backend must be \"memory\" or a redis://, redis+cluster:// or "
-                 "redis+sentinel:// URL: "
+    std::cerr << "sluice: --backend must be \"memory\" or a redis://, rediss://, "
+                 "redis+cluster:// or redis+sentinel:// URL: "
               << why << "\n";
     return exit_invalid;
   }
-  auto lim = make_limiter(a);
+  std::optional<sluice::limiter> made;
+  try {
+    made.emplace(make_limiter(a));
+  } catch (const std::invalid_argument& e) {  // e.g. a TLS file that cannot be loaded
+    std::cerr << "sluice: --backend: " << e.what() << "\n";
+    return exit_invalid;
+  }
+  auto& lim = *made;
   int status = exit_allowed;
   for (unsigned i = 0; i < a.repeat; ++i) {
     std::error_code ec;
@@ -86,10 +94,13 @@ int main(int argc, char** argv) {
 
   check_args a;
   auto* check = app.add_subcommand("check", "Decide one request and print it as a JSON line");
-  check->add_option("--backend", a.backend,
-                    "\"memory\", redis://[[user]:password@]host[:port][/db], "
-                    "redis+cluster://host:port[,host:port...] or "
-                    "redis+sentinel://host:port[,...]/MASTER_NAME")
+  check
+      ->add_option("--backend", a.backend,
+                   "\"memory\", redis://[[user]:password@]host[:port][/db], "
+                   "rediss://...[?ca=FILE&cert=FILE&key=FILE&sni=NAME&verify=yes|no] (TLS), "
+                   "redis+cluster://host:port[,host:port...] or "
+                   "redis+sentinel://host:port[,...]/MASTER_NAME[?sentinel_password=PW] "
+                   "(rediss+cluster://, rediss+sentinel:// for TLS)")
       ->capture_default_str();
   check->add_option("--key", a.key, "Who is spending (e.g. user:42)")->required();
   check->add_option("--capacity", a.capacity, "Bucket size in tokens (burst)")->required();

@@ -4,6 +4,8 @@ find_package(Boost 1.74 REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(hiredis REQUIRED IMPORTED_TARGET GLOBAL hiredis)
 find_package(spdlog REQUIRED)
+# TLS to Redis (rediss://): boost::asio::ssl on Debian's OpenSSL (libssl-dev).
+find_package(OpenSSL REQUIRED)
 if(SLUICE_BUILD_TOOLS OR SLUICE_BUILD_TESTS)
   find_package(CLI11 REQUIRED)
   find_package(nlohmann_json 3.10 REQUIRED)

@@ -99,6 +99,11 @@ int run(app_options opts) {
   std::unique_ptr<service> svc;
   try {
     svc = std::make_unique<service>(opts.cfg);
+  } catch (const std::invalid_argument& e) {
+    // The config names something unusable (a TLS CA, certificate or key file): an invalid
+    // config, found only when the backend loads it.
+    spdlog::critical("cannot start the backend: {}", e.what());
+    return 2;
   } catch (const std::exception& e) {
     spdlog::critical("cannot start the backend: {}", e.what());
     return 1;

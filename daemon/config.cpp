@@ -291,9 +291,10 @@ config parse_root(const reader& r, const YAML::Node& root) {
     c.backend = r.string(n, "backend");
     std::string why;
     if (c.backend != "memory" && !validate_redis_url(c.backend, &why)) {
-      r.fail(n, "backend",
-             "must be memory or a redis://, redis+cluster:// or redis+sentinel:// URL (" + why +
-                 "), got \"" + c.backend + "\"");
+      r.fail(
+          n, "backend",
+          "must be memory or a redis://, rediss://, redis+cluster:// or redis+sentinel:// URL (" +
+              why + "), got \"" + c.backend + "\"");
     }
   }
   if (auto n = root["key_prefix"]) c.key_prefix = r.scalar(n, "key_prefix");

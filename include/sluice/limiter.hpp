@@ -8,8 +8,8 @@
 #include <system_error>
 #include <utility>
 
-#include <boost/asio/async_result.hpp>
 #include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/system_executor.hpp>
@@ -42,8 +42,10 @@ class limiter {
 
   /// A limiter on a fresh memory backend.
   static limiter in_memory();
-  /// "memory", or a redis://, redis+cluster:// or redis+sentinel:// URL (with default
-  /// redis_options otherwise). Throws std::invalid_argument for anything else.
+  /// "memory", or a redis://, redis+cluster:// or redis+sentinel:// URL or its TLS form
+  /// (rediss://, rediss+cluster://, rediss+sentinel://), with default redis_options
+  /// otherwise. Throws std::invalid_argument for anything else (or TLS files that cannot
+  /// be loaded).
   static limiter from_url(std::string_view url);
 
   /// Blocking check. Never throws: `ec` is set only for invalid input (sluice::errc);
@@ -80,8 +82,7 @@ class limiter {
 
  private:
   struct state;
-  void start_check(std::string_view key, const policy& p, std::uint64_t cost,
-                   decide_handler done);
+  void start_check(std::string_view key, const policy& p, std::uint64_t cost, decide_handler done);
   std::shared_ptr<state> state_;
 };
 

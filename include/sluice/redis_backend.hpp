@@ -11,16 +11,35 @@
 
 namespace sluice {
 
-/// A parsed `redis://[[user]:password@]host[:port][/db]` URL.
+/// TLS settings of a URL: the `rediss` schemes and their query options
+/// `?ca=FILE&cert=FILE&key=FILE&sni=NAME&verify=yes|no` (values percent-decoded).
+struct redis_tls {
+  bool enabled = false;   ///< a rediss:// (or rediss+...) URL
+  std::string ca_file;    ///< ca=: PEM CA certificates to verify the server; empty: the system's
+  std::string cert_file;  ///< cert=: PEM client certificate (chain); always with key_file
+  std::string key_file;   ///< key=: PEM private key of cert_file (unencrypted)
+  /// sni=: the name sent in SNI and checked against the server's certificate; empty: the
+  /// host of the URL (an IP address is checked against the certificate's IP entries).
+  std::string sni;
+  /// verify=no: accept any server certificate (encryption without authentication; for tests).
+  bool verify = true;
+};
+
+/// A parsed `redis://[[user]:password@]host[:port][/db]` or
+/// `rediss://[[user]:password@]host[:port][/db][?ca=FILE&cert=FILE&key=FILE&sni=NAME&verify=yes|no]`
+/// URL.
 struct redis_url {
   std::string user;      ///< ACL user; empty for the default user
   std::string password;  ///< empty: no AUTH
   std::string host = "127.0.0.1";
   std::uint16_t port = 6379;
   int db = 0;
+  redis_tls tls;  ///< enabled for rediss://
 };
 
-/// Parses a redis:// URL; std::nullopt (and `why` set) when it is malformed.
+/// Parses a redis:// or rediss:// URL; std::nullopt (and `why` set) when it is malformed.
+/// Query options are TLS options, so they are refused in a redis:// URL. Files are not
+/// opened here: make_redis_backend loads them.
 std::optional<redis_url> parse_redis_url(std::string_view url, std::string* why = nullptr);
 
 struct redis_options {
@@ -42,7 +61,13 @@ struct redis_options {
 
 /// Creates the backend and starts its I/O thread; connecting happens in the background
 /// (and again after any failure), so this does not block. Throws std::invalid_argument
-/// for a malformed URL.
+/// for a malformed URL, and for a rediss:// URL whose CA, certificate or key file cannot
+/// be loaded (the message names the file).
+///
+/// With rediss://, every connection (and every reconnection) runs a TLS handshake within
+/// `connect_timeout` before AUTH/SELECT; a failed handshake (an unknown CA, a name that
+/// does not match, a refused client certificate) fails the attempt like a refused
+/// connection: calls report backend_unavailable and the backend keeps retrying.
 ///
 /// Errors its decide()/async_decide() report (sluice::errc): backend_unavailable (not
 /// connected: refused, lost, or reconnecting; reported at once, without waiting),

@@ -57,8 +57,10 @@ struct limiter::state {
         // As if the bucket were empty: retry when `cost` tokens would have refilled.
         d.allowed = false;
         d.limit = p.capacity;
-        d.retry_after = std::chrono::milliseconds{detail::ceil_div(params.cost_ut, params.rate_ut_per_ms)};
-        d.reset_after = std::chrono::milliseconds{detail::ceil_div(params.capacity_ut, params.rate_ut_per_ms)};
+        d.retry_after =
+            std::chrono::milliseconds{detail::ceil_div(params.cost_ut, params.rate_ut_per_ms)};
+        d.reset_after =
+            std::chrono::milliseconds{detail::ceil_div(params.capacity_ut, params.rate_ut_per_ms)};
         break;
       case failure_mode::local:
         degraded_local.fetch_add(1, std::memory_order_relaxed);
@@ -90,16 +92,12 @@ limiter limiter::in_memory() {
 
 limiter limiter::from_url(std::string_view url) {
   if (url == "memory") return in_memory();
-  if (url.starts_with("redis://")) {
+  // make_redis_backend takes every Redis URL (standalone, cluster, sentinel, TLS or not).
+  if (url.starts_with("redis://") || url.starts_with("rediss://") || url.starts_with("redis+") ||
+      url.starts_with("rediss+")) {
     redis_options o;
     o.url = std::string(url);
     return limiter(make_redis_backend(std::move(o)));
-  }
-  if (url.starts_with("redis+cluster://") || url.starts_with("redis+sentinel://")) {
-    redis_options o;
-    o.url = std::string(url);
-    return limiter(url.starts_with("redis+cluster://") ? make_redis_cluster_backend(std::move(o))
-                                                      : make_redis_sentinel_backend(std::move(o)));
   }
   throw std::invalid_argument("unsupported backend URL (want \"memory\" or redis://...): " +
                               std::string(url));
@@ -139,25 +137,24 @@ void limiter::start_check(std::string_view key, const policy& p, std::uint64_t c
     done({}, *cached);
     return;
   }
-  state_->primary->async_decide(
-      key, p, cost,
-      [st = state_, k = std::string(key), p, cost, done = std::move(done)](std::error_code ec,
-                                                                           decision d) {
-        if (ec) {
-          d = st->degrade(k, p, cost, ec);
-        } else {
-          st->decided(k, p, cost, d);
-        }
-        done({}, d);
-      });
+  state_->primary->async_decide(key, p, cost,
+                                [st = state_, k = std::string(key), p, cost,
+                                 done = std::move(done)](std::error_code ec, decision d) {
+                                  if (ec) {
+                                    d = st->degrade(k, p, cost, ec);
+                                  } else {
+                                    st->decided(k, p, cost, d);
+                                  }
+                                  done({}, d);
+                                });
 }
 
 limiter_stats limiter::stats() const noexcept {
   const auto& s = *state_;
   constexpr auto r = std::memory_order_relaxed;
-  return {s.allowed.load(r),       s.denied.load(r),          s.invalid.load(r),
-          s.degraded_open.load(r), s.degraded_closed.load(r), s.degraded_local.load(r),
-          s.backend_errors.load(r),   s.cached_denials.load(r)};
+  return {s.allowed.load(r),        s.denied.load(r),          s.invalid.load(r),
+          s.degraded_open.load(r),  s.degraded_closed.load(r), s.degraded_local.load(r),
+          s.backend_errors.load(r), s.cached_denials.load(r)};
 }
 
 }  // namespace sluice

@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <utility>
 
+#include <openssl/ssl.h>
+#include <openssl/x509_vfy.h>
 #include <spdlog/spdlog.h>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <boost/asio/write.hpp>
 
 namespace sluice::redis {
@@ -34,6 +37,17 @@ connection::connection(asio::io_context& io, connection_config config)
       jitter_(std::random_device{}()) {}
 
 connection::~connection() = default;
+
+tcp::socket& connection::tcp_socket() noexcept { return tls_ ? tls_->next_layer() : socket_; }
+
+template <class F>
+void connection::with_stream(F&& f) {
+  if (tls_) {
+    f(*tls_);
+  } else {
+    f(socket_);
+  }
+}
 
 void connection::start() {
   asio::post(io_, [self = shared_from_this()] { self->connect(); });
@@ -121,18 +135,20 @@ void connection::write_pending() {
   }
   unsent_.clear();
   writing_ = true;
-  asio::async_write(
-      socket_, asio::buffer(write_buffer_),
-      [self = shared_from_this(), gen = generation_](boost::system::error_code ec, std::size_t) {
-        if (gen != self->generation_) return;
-        self->writing_ = false;
-        if (ec) {
-          self->lose_connection(make_error_code(errc::backend_unavailable),
-                                "write failed: " + ec.message());
-          return;
-        }
-        self->write_pending();
-      });
+  with_stream([&](auto& stream) {
+    asio::async_write(stream, asio::buffer(write_buffer_),
+                      [self = shared_from_this(), gen = generation_, keep = tls_](
+                          boost::system::error_code ec, std::size_t) {
+                        if (gen != self->generation_) return;
+                        self->writing_ = false;
+                        if (ec) {
+                          self->lose_connection(make_error_code(errc::backend_unavailable),
+                                                "write failed: " + ec.message());
+                          return;
+                        }
+                        self->write_pending();
+                      });
+  });
 }
 
 void connection::arm_deadline_timer() {
@@ -188,7 +204,9 @@ void connection::on_deadline() {
 void connection::reset_socket() {
   ++generation_;
   boost::system::error_code ignored;
-  socket_.close(ignored);
+  // Closing the TCP socket aborts the TLS stream's operations too; the stream itself is
+  // kept by their handlers and replaced on the next attempt.
+  tcp_socket().close(ignored);
   resolver_.cancel();
   connect_timer_.cancel();
   writing_ = false;
@@ -200,6 +218,7 @@ void connection::connect() {
   if (current_state() == state::stopped) return;
   reset_socket();
   reader_ = std::make_unique<reply_reader>();
+  if (config_.tls.context) tls_ = std::make_shared<tls_stream>(io_, *config_.tls.context);
   connecting_ = true;
   const auto gen = generation_;
 
@@ -211,20 +230,20 @@ void connection::connect() {
                          std::to_string(self->config_.connect_timeout.count()) + " ms");
   });
 
-  auto on_connect = [self = shared_from_this(), gen](boost::system::error_code ec,
-                                                     const tcp::endpoint&) {
+  auto on_connect = [self = shared_from_this(), gen, keep = tls_](boost::system::error_code ec,
+                                                                  const tcp::endpoint&) {
     if (gen != self->generation_) return;
     if (ec) {
       self->connect_failed(ec.message());
       return;
     }
-    self->on_connected();
+    self->on_tcp_connected();
   };
   boost::system::error_code addr_ec;
   const auto addr = asio::ip::make_address(config_.host, addr_ec);
   if (!addr_ec) {
     const std::vector<tcp::endpoint> endpoints{tcp::endpoint(addr, config_.port)};
-    asio::async_connect(socket_, endpoints, std::move(on_connect));
+    asio::async_connect(tcp_socket(), endpoints, std::move(on_connect));
     return;
   }
   resolver_.async_resolve(
@@ -236,68 +255,118 @@ void connection::connect() {
           self->connect_failed("cannot resolve " + self->config_.host + ": " + ec.message());
           return;
         }
-        asio::async_connect(self->socket_, results, std::move(on_connect));
+        asio::async_connect(self->tcp_socket(), results, std::move(on_connect));
+      });
+}
+
+void connection::on_tcp_connected() {
+  boost::system::error_code ignored;
+  tcp_socket().set_option(tcp::no_delay(true), ignored);
+  if (!tls_) {
+    on_connected();
+    return;
+  }
+  // The name checked is the one the certificate was issued for: sni= or the host. OpenSSL
+  // checks it during the handshake (SSL_set1_host), so a mismatch fails it with a reason.
+  const std::string& name =
+      config_.tls.server_name.empty() ? config_.host : config_.tls.server_name;
+  SSL* ssl = tls_->native_handle();
+  boost::system::error_code addr_ec;
+  asio::ip::make_address(name, addr_ec);
+  const bool is_address = !addr_ec;
+  if (config_.tls.verify) {
+    const int ok = is_address ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name.c_str())
+                              : SSL_set1_host(ssl, name.c_str());
+    if (ok != 1) {
+      connect_failed("TLS: cannot verify against the name \"" + name + "\"");
+      return;
+    }
+    tls_->set_verify_mode(asio::ssl::verify_peer);
+  } else {
+    tls_->set_verify_mode(asio::ssl::verify_none);
+  }
+  // SNI carries host names only (RFC 6066), never an IP address.
+  if (!is_address) SSL_set_tlsext_host_name(ssl, name.c_str());
+  tls_->async_handshake(
+      asio::ssl::stream_base::client,
+      [self = shared_from_this(), gen = generation_, keep = tls_](boost::system::error_code ec) {
+        if (gen != self->generation_) return;
+        if (ec) {
+          std::string why = "TLS handshake failed: " + ec.message();
+          const long verify = SSL_get_verify_result(keep->native_handle());
+          if (verify != X509_V_OK) {
+            why += " (";
+            why += X509_verify_cert_error_string(verify);
+            why += ")";
+          }
+          self->connect_failed(why);
+          return;
+        }
+        self->on_connected();
       });
 }
 
 void connection::on_connected() {
-  boost::system::error_code ignored;
-  socket_.set_option(tcp::no_delay(true), ignored);
   // The handshake doubles as a health check: a server that accepts but does not answer
   // (stopped, a black hole) fails here within connect_timeout instead of serving.
   write_buffer_ = config_.handshake;
   append_command(write_buffer_, {"PING"});
   handshake_left_ = config_.handshake_replies + 1;
   writing_ = true;
-  asio::async_write(
-      socket_, asio::buffer(write_buffer_),
-      [self = shared_from_this(), gen = generation_](boost::system::error_code ec, std::size_t) {
-        if (gen != self->generation_) return;
-        self->writing_ = false;
-        if (ec) {
-          self->connect_failed("handshake write failed: " + ec.message());
-          return;
-        }
-        // Requests wait in unsent_ until the handshake is answered; if that
-        // happened before this completion ran, they go now.
-        self->write_pending();
-      });
+  with_stream([&](auto& stream) {
+    asio::async_write(stream, asio::buffer(write_buffer_),
+                      [self = shared_from_this(), gen = generation_, keep = tls_](
+                          boost::system::error_code ec, std::size_t) {
+                        if (gen != self->generation_) return;
+                        self->writing_ = false;
+                        if (ec) {
+                          self->connect_failed("handshake write failed: " + ec.message());
+                          return;
+                        }
+                        // Requests wait in unsent_ until the handshake is answered; if that
+                        // happened before this completion ran, they go now.
+                        self->write_pending();
+                      });
+  });
   start_read();
 }
 
 void connection::start_read() {
-  socket_.async_read_some(
-      asio::buffer(read_buffer_),
-      [self = shared_from_this(), gen = generation_](boost::system::error_code ec, std::size_t n) {
-        if (gen != self->generation_) return;
-        if (ec) {
-          const std::string why =
-              ec == asio::error::eof ? "closed by the server" : "read failed: " + ec.message();
-          if (self->handshake_left_ > 0) {
-            self->connect_failed(why);
-          } else {
-            self->lose_connection(make_error_code(errc::backend_unavailable), why);
-          }
-          return;
-        }
-        if (!self->reader_->feed(self->read_buffer_.data(), n)) {
-          self->lose_connection(make_error_code(errc::backend_protocol_error), "out of memory");
-          return;
-        }
-        for (;;) {
-          reply_ptr reply;
-          const auto st = self->reader_->next(reply);
-          if (st == reply_reader::status::incomplete) break;
-          if (st == reply_reader::status::protocol_error) {
-            self->lose_connection(make_error_code(errc::backend_protocol_error),
-                                  "protocol error: " + std::string(self->reader_->error_text()));
-            return;
-          }
-          self->on_reply(std::move(reply));
-          if (gen != self->generation_) return;  // the reply ended this connection
-        }
-        self->start_read();
-      });
+  auto on_read = [self = shared_from_this(), gen = generation_, keep = tls_](
+                     boost::system::error_code ec, std::size_t n) {
+    if (gen != self->generation_) return;
+    if (ec) {
+      // A TLS server that exits without close_notify looks like a truncated stream.
+      const bool closed = ec == asio::error::eof || ec == asio::ssl::error::stream_truncated;
+      const std::string why = closed ? "closed by the server" : "read failed: " + ec.message();
+      if (self->handshake_left_ > 0) {
+        self->connect_failed(why);
+      } else {
+        self->lose_connection(make_error_code(errc::backend_unavailable), why);
+      }
+      return;
+    }
+    if (!self->reader_->feed(self->read_buffer_.data(), n)) {
+      self->lose_connection(make_error_code(errc::backend_protocol_error), "out of memory");
+      return;
+    }
+    for (;;) {
+      reply_ptr reply;
+      const auto st = self->reader_->next(reply);
+      if (st == reply_reader::status::incomplete) break;
+      if (st == reply_reader::status::protocol_error) {
+        self->lose_connection(make_error_code(errc::backend_protocol_error),
+                              "protocol error: " + std::string(self->reader_->error_text()));
+        return;
+      }
+      self->on_reply(std::move(reply));
+      if (gen != self->generation_) return;  // the reply ended this connection
+    }
+    self->start_read();
+  };
+  with_stream([&](auto& stream) {
+    stream.async_read_some(asio::buffer(read_buffer_), std::move(on_read));
+  });
 }
 
 void connection::on_reply(reply_ptr reply) {

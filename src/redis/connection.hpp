@@ -8,10 +8,10 @@
 // replaces a timer per request: it fires rarely and re-arms itself lazily.
 //
 // The connection owns its life cycle (Boost.Redis's async_run, as callbacks): connect with
-// a timeout, a handshake (AUTH, SELECT, SCRIPT LOAD, PING) that must answer within the same
-// timeout, then serve; on any failure close, fail what is in flight, and reconnect with
-// exponential backoff and jitter. While it is known to be down, submissions fail at once
-// with backend_unavailable (a circuit breaker: microseconds per call, not a timeout each).
+// a timeout, for TLS the TLS handshake, then a handshake (AUTH, SELECT, SCRIPT LOAD, PING),
+// all within the same timeout, then serve; on any failure close, fail what is in flight, and
+// reconnect with exponential backoff and jitter. While it is known to be down, submissions fail at
+// once with backend_unavailable (a circuit breaker: microseconds per call, not a timeout each).
 // Several connections can share one io_context (a pool is a vector of these).
 #include <atomic>
 #include <chrono>
@@ -27,9 +27,11 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include "redis/resp.hpp"
+#include "redis/tls.hpp"
 
 namespace sluice::redis {
 
@@ -46,6 +48,8 @@ struct connection_config {
   std::chrono::milliseconds backoff_min{25};
   std::chrono::milliseconds backoff_max{1000};
   std::string name = "redis";  ///< for log lines
+  /// TLS when `tls.context` is set (shared by every connection of a backend).
+  tls_config tls;
 };
 
 /// Completion of connection::async_exec: an error (sluice::errc) or a reply (which may be a
@@ -91,6 +95,7 @@ class connection : public std::enable_shared_from_this<connection> {
 
  private:
   using clock = std::chrono::steady_clock;
+  using tls_stream = boost::asio::ssl::stream<boost::asio::ip::tcp::socket>;
   struct request {
     std::string command;
     clock::time_point deadline;
@@ -101,7 +106,12 @@ class connection : public std::enable_shared_from_this<connection> {
   void flush();
   void do_stop();
   void connect();
+  void on_tcp_connected();
   void on_connected();
+  boost::asio::ip::tcp::socket& tcp_socket() noexcept;
+  // Calls f(stream) with the TLS stream or the plain socket: one code path for both.
+  template <class F>
+  void with_stream(F&& f);
   void start_read();
   void on_reply(reply_ptr reply);
   void write_pending();
@@ -128,7 +138,11 @@ class connection : public std::enable_shared_from_this<connection> {
   std::atomic<std::size_t> pending_{0};  // submitted and not yet completed
 
   // I/O thread only.
-  boost::asio::ip::tcp::socket socket_;
+  boost::asio::ip::tcp::socket socket_;  // plain TCP (unused with TLS)
+  // With TLS, a fresh stream per attempt (an ssl::stream cannot be reused once closed).
+  // Shared with the handlers of operations started on it, so a stream replaced by a
+  // reconnect lives until its aborted operations have completed.
+  std::shared_ptr<tls_stream> tls_;
   boost::asio::ip::tcp::resolver resolver_;
   boost::asio::steady_timer deadline_timer_;
   boost::asio::steady_timer connect_timer_;

@@ -20,6 +20,8 @@
 #include "core/await_decision.hpp"
 #include "redis/connection.hpp"
 #include "redis/scripts.hpp"
+#include "redis/standalone_backend.hpp"
+#include "redis/tls.hpp"
 #include "redis/token_bucket_command.hpp"
 
 namespace sluice {
@@ -34,8 +36,10 @@ struct io_core {
   std::shared_ptr<redis::connection> conn;
 };
 
-redis::connection_config make_config(const redis_options& o, const redis_url& u) {
+redis::connection_config make_config(const redis_options& o, const redis_url& u,
+                                     redis::tls_config tls) {
   redis::connection_config c;
+  c.tls = std::move(tls);
   c.host = u.host;
   c.port = u.port;
   if (!u.password.empty()) {
@@ -59,20 +63,20 @@ redis::connection_config make_config(const redis_options& o, const redis_url& u)
   c.max_in_flight = o.max_in_flight;
   c.backoff_min = o.reconnect_backoff_min;
   c.backoff_max = o.reconnect_backoff_max;
-  c.name = "sluice redis";
+  c.name = c.tls.context ? "sluice redis (TLS)" : "sluice redis";
   return c;
 }
 
 class redis_backend final : public backend {
  public:
-  redis_backend(const redis_options& o, const redis_url& u)
+  redis_backend(const redis_options& o, const redis_url& u, redis::tls_config tls)
       : prefix_(o.key_prefix),
         // The connection completes every call by its deadline; this bound only guards the
         // blocking wait against a bug turning into a hang.
         wait_limit_(2 * o.command_timeout + std::chrono::seconds{1}),
         command_timeout_(o.command_timeout),
         core_(std::make_shared<io_core>()) {
-    core_->conn = std::make_shared<redis::connection>(core_->io, make_config(o, u));
+    core_->conn = std::make_shared<redis::connection>(core_->io, make_config(o, u, std::move(tls)));
     core_->conn->start();
     thread_ = std::thread([core = core_] {
       for (;;) {
@@ -189,9 +193,9 @@ class redis_backend final : public backend {
 
 std::shared_ptr<backend> make_redis_backend(redis_options options) {
   // One entry point for every Redis URL, so the CLI and the daemon take all three.
-  if (options.url.starts_with("redis+cluster://"))
+  if (options.url.starts_with("redis+cluster://") || options.url.starts_with("rediss+cluster://"))
     return make_redis_cluster_backend(std::move(options));
-  if (options.url.starts_with("redis+sentinel://"))
+  if (options.url.starts_with("redis+sentinel://") || options.url.starts_with("rediss+sentinel://"))
     return make_redis_sentinel_backend(std::move(options));
   std::string why;
   const auto url = parse_redis_url(options.url, &why);
@@ -202,7 +206,13 @@ std::shared_ptr<backend> make_redis_backend(redis_options options) {
   if (options.reconnect_backoff_min.count() <= 0 ||
       options.reconnect_backoff_max < options.reconnect_backoff_min)
     throw std::invalid_argument("reconnect backoff must satisfy 0 < min <= max");
-  return std::make_shared<redis_backend>(options, *url);
+  // Loaded once, here: a bad CA, certificate or key is a start-up error, not a per-call one.
+  return redis::make_standalone_backend(options, *url, redis::make_tls_config(url->tls));
+}
+
+std::shared_ptr<backend> redis::make_standalone_backend(const redis_options& options,
+                                                        const redis_url& url, tls_config tls) {
+  return std::make_shared<redis_backend>(options, url, std::move(tls));
 }
 
 }  // namespace sluice

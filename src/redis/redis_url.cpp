@@ -1,37 +1,17 @@
-// parse_redis_url: redis://[[user]:password@]host[:port][/db]
+// parse_redis_url: redis://[[user]:password@]host[:port][/db] and
+// rediss://[[user]:password@]host[:port][/db][?ca=FILE&cert=FILE&key=FILE&sni=NAME&verify=yes|no]
 #include <sluice/redis_backend.hpp>
 
 #include <charconv>
 #include <limits>
+#include <vector>
+
+#include "redis/url_query.hpp"
 
 namespace sluice {
 namespace {
 
-int hex_value(char c) noexcept {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// Decodes %XX escapes; a stray '%' is an error rather than a silent literal, so a
-// password that was meant to be encoded does not reach AUTH half-decoded.
-bool percent_decode(std::string_view in, std::string& out) {
-  out.clear();
-  for (std::size_t i = 0; i < in.size(); ++i) {
-    if (in[i] != '%') {
-      out += in[i];
-      continue;
-    }
-    if (i + 2 >= in.size()) return false;
-    const int hi = hex_value(in[i + 1]);
-    const int lo = hex_value(in[i + 2]);
-    if (hi < 0 || lo < 0) return false;
-    out += static_cast<char>(hi * 16 + lo);
-    i += 2;
-  }
-  return true;
-}
+using redis::percent_decode;
 
 template <class Int>
 bool parse_uint(std::string_view s, Int& out, Int max) {
@@ -50,13 +30,30 @@ bool fail(std::string* why, std::string text) {
 }
 
 bool parse(std::string_view url, redis_url& out, std::string* why) {
-  constexpr std::string_view scheme = "redis://";
-  if (url.starts_with("rediss://"))
-    return fail(why, "rediss:// (TLS) is not supported: Debian's hiredis 0.14 has no TLS");
-  if (!url.starts_with(scheme)) return fail(why, "a Redis URL must start with redis://");
-  std::string_view rest = url.substr(scheme.size());
-  if (rest.find_first_of("?#") != std::string_view::npos)
-    return fail(why, "query parameters and fragments are not supported in a Redis URL");
+  std::string_view rest;
+  if (url.starts_with("rediss://")) {
+    out.tls.enabled = true;
+    rest = url.substr(9);
+  } else if (url.starts_with("redis://")) {
+    rest = url.substr(8);
+  } else {
+    return fail(why, "a Redis URL must start with redis:// or rediss:// (TLS)");
+  }
+  if (rest.find('#') != std::string_view::npos)
+    return fail(why, "fragments ('#') are not supported in a Redis URL");
+  if (const auto q = rest.find('?'); q != std::string_view::npos) {
+    std::vector<redis::query_option> options;
+    if (!redis::parse_query(rest.substr(q + 1), options, why)) return false;
+    for (const auto& o : options) {
+      const auto r = redis::apply_tls_option(o, out.tls, why);
+      if (r == redis::option_result::invalid) return false;
+      if (r == redis::option_result::unknown)
+        return fail(why, "unknown query option \"" + o.name +
+                             "\" (known: " + std::string(redis::tls_option_names) + ")");
+    }
+    if (!redis::check_tls(out.tls, !options.empty(), "rediss://", why)) return false;
+    rest = rest.substr(0, q);
+  }
 
   const auto slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);

@@ -69,14 +69,24 @@ redis_cluster::redis_cluster(redis_cluster_options options) : options_(options) 
   for (int i = 0; i < total; ++i) {
     // The bus port is chosen explicitly: the default (port + 10000) may not be free or
     // may not even exist for a high ephemeral port.
-    nodes_.push_back(std::make_unique<redis_server>(std::vector<std::string>{
+    std::vector<std::string> args{
         "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-port",
         std::to_string(free_loopback_port()), "--cluster-node-timeout",
         std::to_string(options_.node_timeout.count()),
         // Failover is allowed however stale the replica: tests kill masters right away.
         "--cluster-replica-validity-factor", "0",
         // The rest of the cluster keeps serving while one master's slots fail over.
-        "--cluster-require-full-coverage", "no"}));
+        "--cluster-require-full-coverage", "no"};
+    if (options_.tls) {
+      // CLUSTER SLOTS then names TLS ports to TLS clients and plain ports to plain ones
+      // (the fixture's), so both kinds find their way.
+      args.insert(args.end(), {"--tls-cluster", "yes", "--tls-replication", "yes"});
+      auto files = *options_.tls;
+      files.plain_port_too = true;
+      nodes_.push_back(std::make_unique<redis_server>(files, args));
+    } else {
+      nodes_.push_back(std::make_unique<redis_server>(args));
+    }
   }
   std::string cmd = "redis-cli --cluster create";
   for (const auto& n : nodes_) cmd += " 127.0.0.1:" + std::to_string(n->port());
@@ -111,6 +121,9 @@ redis_cluster::~redis_cluster() {
 }
 
 std::string redis_cluster::url() const {
+  if (options_.tls)
+    return "rediss+cluster://127.0.0.1:" + std::to_string(nodes_.at(0)->tls_port()) +
+           ",127.0.0.1:" + std::to_string(nodes_.at(1)->tls_port());
   return "redis+cluster://127.0.0.1:" + std::to_string(port(0)) +
          ",127.0.0.1:" + std::to_string(port(1));
 }

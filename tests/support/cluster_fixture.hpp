@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,9 @@ struct redis_cluster_options {
   int replicas_per_master = 1;
   /// cluster-node-timeout: how long a node may be unreachable before it is failed over.
   std::chrono::milliseconds node_timeout{1000};
+  /// TLS for clients, the cluster bus and replication (`--tls-cluster yes
+  /// --tls-replication yes`); each node keeps a plain port for the fixture itself.
+  std::optional<redis_tls_files> tls;
 };
 
 class redis_cluster {
@@ -36,7 +40,8 @@ class redis_cluster {
   redis_cluster(const redis_cluster&) = delete;
   redis_cluster& operator=(const redis_cluster&) = delete;
 
-  /// "redis+cluster://127.0.0.1:<p0>,127.0.0.1:<p1>": two seeds, as users would write it.
+  /// "redis+cluster://127.0.0.1:<p0>,127.0.0.1:<p1>": two seeds, as users would write it;
+  /// with TLS "rediss+cluster://" and the TLS ports (no query options).
   std::string url() const;
   std::size_t size() const noexcept { return nodes_.size(); }
   redis_server& node(std::size_t i) { return *nodes_.at(i); }

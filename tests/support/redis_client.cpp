@@ -13,13 +13,19 @@ timeval to_timeval(std::chrono::milliseconds d) {
 
 }  // namespace
 
-redis_client::redis_client(std::uint16_t port, std::chrono::milliseconds timeout)
+redis_client::redis_client(std::uint16_t port, std::chrono::milliseconds timeout,
+                           const std::string& password)
     : ctx_(redisConnectWithTimeout("127.0.0.1", port, to_timeval(timeout))) {
   if (!ctx_) throw std::runtime_error("redis_client: out of memory");
   if (ctx_->err)
     throw std::runtime_error("redis_client: cannot connect to 127.0.0.1:" + std::to_string(port) +
                              ": " + ctx_->errstr);
   redisSetTimeout(ctx_.get(), to_timeval(timeout));
+  if (!password.empty()) {
+    const auto r = command({"AUTH", password});
+    if (redis::is_error(*r))
+      throw std::runtime_error("redis_client: AUTH: " + std::string(redis::reply_text(*r)));
+  }
 }
 
 redis::reply_ptr redis_client::command(const std::vector<std::string>& args) {

@@ -19,10 +19,12 @@ namespace sluice::test {
 
 class redis_client {
  public:
-  /// Connects to 127.0.0.1:`port`; `timeout` bounds the connect and every command.
-  /// Throws std::runtime_error when it cannot connect.
+  /// Connects to 127.0.0.1:`port`; `timeout` bounds the connect and every command. With a
+  /// `password`, sends AUTH first. Throws std::runtime_error when it cannot connect or
+  /// AUTH is refused.
   explicit redis_client(std::uint16_t port,
-                        std::chrono::milliseconds timeout = std::chrono::seconds{2});
+                        std::chrono::milliseconds timeout = std::chrono::seconds{2},
+                        const std::string& password = {});
 
   /// Runs one command and returns its reply (error replies included). Throws
   /// std::runtime_error on an I/O error or timeout (the connection is then unusable).

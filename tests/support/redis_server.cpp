@@ -15,6 +15,12 @@
 #include <stdexcept>
 #include <thread>
 
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/write.hpp>
+
 #include "support/loopback.hpp"
 #include "support/redis_client.hpp"
 
@@ -27,6 +33,44 @@ std::string read_tail(const std::string& path, std::size_t max_bytes = 2000) {
   ss << in.rdbuf();
   std::string s = ss.str();
   return s.size() > max_bytes ? s.substr(s.size() - max_bytes) : s;
+}
+
+// PING over TLS with Asio and OpenSSL, without verifying the server: only "is it up".
+// Bounded by `within` even if the server accepts and never answers.
+bool answers_tls_ping(std::uint16_t port, const redis_tls_files& tls,
+                      std::chrono::milliseconds within) {
+  namespace asio = boost::asio;
+  asio::io_context io;
+  asio::ssl::context ctx(asio::ssl::context::tls_client);
+  boost::system::error_code ec;
+  if (!tls.client_cert.empty()) {
+    ctx.use_certificate_chain_file(tls.client_cert, ec);
+    if (!ec) ctx.use_private_key_file(tls.client_key, asio::ssl::context::pem, ec);
+    if (ec) throw std::runtime_error("redis_server: client certificate: " + ec.message());
+  }
+  asio::ssl::stream<asio::ip::tcp::socket> s(io, ctx);
+  s.set_verify_mode(asio::ssl::verify_none);
+  const std::string ping = "PING\r\n";
+  char reply[64];
+  bool ok = false;
+  s.next_layer().async_connect(
+      {asio::ip::make_address("127.0.0.1"), port}, [&](boost::system::error_code e) {
+        if (e) return;
+        s.async_handshake(asio::ssl::stream_base::client, [&](boost::system::error_code e2) {
+          if (e2) return;
+          asio::async_write(s, asio::buffer(ping), [&](boost::system::error_code e3, std::size_t) {
+            if (e3) return;
+            s.async_read_some(asio::buffer(reply), [&](boost::system::error_code e4,
+                                                       std::size_t n) { ok = !e4 && n > 0; });
+          });
+        });
+      });
+  io.run_for(within);
+  // Abort what is still pending and let it finish before the stream goes away.
+  s.next_layer().close(ec);
+  io.restart();
+  io.run();
+  return ok;
 }
 
 bool answers_ping(std::uint16_t port) {
@@ -57,19 +101,38 @@ redis_server::redis_server(std::vector<std::string> extra_args)
   throw std::runtime_error("redis-server did not start: " + why);
 }
 
+redis_server::redis_server(redis_tls_files tls, std::vector<std::string> extra_args)
+    : extra_args_(std::move(extra_args)), tls_(std::move(tls)) {
+  char tmpl[] = "/tmp/sluice-redis-XXXXXX";
+  if (!::mkdtemp(tmpl)) throw std::runtime_error(std::string("mkdtemp: ") + std::strerror(errno));
+  dir_ = tmpl;
+  std::string why;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    tls_port_ = free_loopback_port();
+    port_ = tls_->plain_port_too ? free_loopback_port() : tls_port_;
+    if (spawn_and_wait(std::chrono::seconds{10}, why)) return;
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(dir_, ignored);
+  throw std::runtime_error("redis-server (TLS) did not start: " + why);
+}
+
 redis_server::~redis_server() {
   if (pid_ > 0) signal_and_reap(SIGKILL, std::chrono::seconds{5});
   std::error_code ignored;
   std::filesystem::remove_all(dir_, ignored);
 }
 
-std::string redis_server::url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+std::string redis_server::url() const {
+  return tls_ ? "rediss://127.0.0.1:" + std::to_string(tls_port_)
+              : "redis://127.0.0.1:" + std::to_string(port_);
+}
 
 bool redis_server::spawn_and_wait(std::chrono::milliseconds within, std::string& why) {
   const std::string log = dir_ + "/redis.log";
   std::vector<std::string> args{"redis-server",
                                 "--port",
-                                std::to_string(port_),
+                                tls_ && !tls_->plain_port_too ? "0" : std::to_string(port_),
                                 "--bind",
                                 "127.0.0.1",
                                 "--save",
@@ -82,6 +145,11 @@ bool redis_server::spawn_and_wait(std::chrono::milliseconds within, std::string&
                                 log,
                                 "--daemonize",
                                 "no"};
+  if (tls_) {
+    args.insert(args.end(), {"--tls-port", std::to_string(tls_port_), "--tls-cert-file", tls_->cert,
+                             "--tls-key-file", tls_->key, "--tls-ca-cert-file", tls_->ca,
+                             "--tls-auth-clients", tls_->auth_clients ? "yes" : "no"});
+  }
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -118,7 +186,9 @@ bool redis_server::spawn_and_wait(std::chrono::milliseconds within, std::string&
           "redis-server exited at start-up (port " + std::to_string(port_) + "): " + read_tail(log);
       return false;
     }
-    if (answers_ping(port_)) return true;
+    if (tls_ ? answers_tls_ping(tls_port_, *tls_, std::chrono::milliseconds{200})
+             : answers_ping(port_))
+      return true;
     std::this_thread::sleep_for(std::chrono::milliseconds{10});
   }
   signal_and_reap(SIGKILL, std::chrono::seconds{5});

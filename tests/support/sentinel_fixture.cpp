@@ -41,8 +41,9 @@ std::string info_field(const std::string& info, const std::string& field) {
 }
 
 // SENTINEL get-master-addr-by-name: the port, or 0 when the sentinel does not know.
-std::uint16_t ask_master_port(std::uint16_t sentinel, const char* name) {
-  redis_client c(sentinel, 500ms);
+std::uint16_t ask_master_port(std::uint16_t sentinel, const char* name,
+                              const std::string& password) {
+  redis_client c(sentinel, 500ms, password);
   auto r = c.command({"SENTINEL", "get-master-addr-by-name", name});
   if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) return 0;
   return static_cast<std::uint16_t>(std::stoi(std::string(redis::reply_text(*r->element[1]))));
@@ -51,11 +52,12 @@ std::uint16_t ask_master_port(std::uint16_t sentinel, const char* name) {
 }  // namespace
 
 sentinel_process::sentinel_process(const std::string& dir, const std::string& name,
-                                   std::uint16_t master_port)
-    : dir_(dir), name_(name), master_port_(master_port) {
+                                   std::uint16_t master_port, sentinel_group_options options)
+    : dir_(dir), name_(name), master_port_(master_port), options_(std::move(options)) {
   std::string why;
   for (int attempt = 0; attempt < 5; ++attempt) {
     port_ = free_loopback_port();
+    if (options_.tls) tls_port_ = free_loopback_port();
     if (spawn_and_wait(why)) return;
   }
   throw std::runtime_error("redis-sentinel did not start: " + why);
@@ -72,6 +74,19 @@ bool sentinel_process::spawn_and_wait(std::string& why) {
          << " 2\nsentinel down-after-milliseconds " << name_ << " 1000\n"
          << "sentinel failover-timeout " << name_ << " 5000\nsentinel parallel-syncs " << name_
          << " 1\n";
+    if (!options_.sentinel_password.empty()) {
+      conf << "requirepass " << options_.sentinel_password << "\nsentinel sentinel-pass "
+           << options_.sentinel_password << "\n";
+    }
+    if (!options_.master_password.empty())
+      conf << "sentinel auth-pass " << name_ << " " << options_.master_password << "\n";
+    if (const auto& t = options_.tls) {
+      // tls-replication: the sentinel reaches the data nodes and the other sentinels over
+      // TLS too (and announces its TLS port to them).
+      conf << "tls-port " << tls_port_ << "\ntls-cert-file " << t->cert << "\ntls-key-file "
+           << t->key << "\ntls-ca-cert-file " << t->ca << "\ntls-auth-clients no\n"
+           << "tls-replication yes\n";
+    }
   }
   std::string conf_path = base + ".conf";
   std::string prog = "redis-sentinel";
@@ -104,7 +119,7 @@ bool sentinel_process::spawn_and_wait(std::string& why) {
       return false;
     }
     try {
-      redis_client c(port_, 200ms);
+      redis_client c(port_, 200ms, options_.sentinel_password);
       if (c.command({"PING"})) return true;
     } catch (const std::exception&) {
     }
@@ -123,16 +138,29 @@ void sentinel_process::kill() {
   pid_ = -1;
 }
 
-redis_sentinel_group::redis_sentinel_group(int sentinels) {
+redis_sentinel_group::redis_sentinel_group(int sentinels, sentinel_group_options options)
+    : options_(std::move(options)) {
   char tmpl[] = "/tmp/sluice-sentinel-XXXXXX";
   if (!::mkdtemp(tmpl)) throw std::runtime_error(std::string("mkdtemp: ") + std::strerror(errno));
   dir_ = tmpl;
-  data_.push_back(std::make_unique<redis_server>());
-  const auto master = data_[0]->port();
-  data_.push_back(std::make_unique<redis_server>(
-      std::vector<std::string>{"--replicaof", "127.0.0.1", std::to_string(master)}));
+  std::vector<std::string> auth;
+  if (!options_.master_password.empty())
+    auth = {"--requirepass", options_.master_password, "--masterauth", options_.master_password};
+  const auto start_data_node = [&](std::vector<std::string> args) {
+    if (!options_.tls) return std::make_unique<redis_server>(std::move(args));
+    auto files = *options_.tls;
+    files.plain_port_too = true;
+    args.insert(args.end(), {"--tls-replication", "yes"});
+    return std::make_unique<redis_server>(files, std::move(args));
+  };
+  data_.push_back(start_data_node(auth));
+  // With TLS the master is known by its TLS port, to the replica and the sentinels alike.
+  const auto master = options_.tls ? data_[0]->tls_port() : data_[0]->port();
+  auto replica_args = auth;
+  replica_args.insert(replica_args.end(), {"--replicaof", "127.0.0.1", std::to_string(master)});
+  data_.push_back(start_data_node(replica_args));
   for (int i = 0; i < sentinels; ++i)
-    sentinels_.push_back(std::make_unique<sentinel_process>(dir_, master_name, master));
+    sentinels_.push_back(std::make_unique<sentinel_process>(dir_, master_name, master, options_));
 
   // Ready for a failover: the replica is in sync and every sentinel has discovered the
   // replica and the other sentinels (through the master's hello channel).
@@ -141,13 +169,13 @@ redis_sentinel_group::redis_sentinel_group(int sentinels) {
   for (;;) {
     bool ok = false;
     {
-      redis_client replica(data_[1]->port(), 500ms);
+      redis_client replica(data_[1]->port(), 500ms, options_.master_password);
       const auto info = std::string(redis::reply_text(*replica.command({"INFO", "replication"})));
       ok = info_field(info, "master_link_status") == "up";
     }
     if (!ok) last = "replica not in sync";
     for (std::size_t i = 0; ok && i < sentinels_.size(); ++i) {
-      redis_client c(sentinels_[i]->port(), 500ms);
+      redis_client c(sentinels_[i]->port(), 500ms, options_.sentinel_password);
       auto replicas = c.command({"SENTINEL", "replicas", master_name});
       auto others = c.command({"SENTINEL", "sentinels", master_name});
       if (replicas->type != REDIS_REPLY_ARRAY || replicas->elements < 1 ||
@@ -169,19 +197,29 @@ redis_sentinel_group::~redis_sentinel_group() {
   std::filesystem::remove_all(dir_, ignored);
 }
 
-std::string redis_sentinel_group::url() const {
-  std::string u = "redis+sentinel://";
+std::string redis_sentinel_group::hosts() const {
+  std::string h;
   for (std::size_t i = 0; i < sentinels_.size(); ++i) {
-    if (i > 0) u += ",";
-    u += "127.0.0.1:" + std::to_string(sentinels_[i]->port());
+    if (i > 0) h += ",";
+    h += "127.0.0.1:" +
+         std::to_string(options_.tls ? sentinels_[i]->tls_port() : sentinels_[i]->port());
   }
-  return u + "/" + master_name;
+  return h;
+}
+
+// The test passwords are plain words: no percent-encoding needed.
+std::string redis_sentinel_group::url() const {
+  std::string u = options_.tls ? "rediss+sentinel://" : "redis+sentinel://";
+  if (!options_.master_password.empty()) u += ":" + options_.master_password + "@";
+  u += hosts() + "/" + master_name;
+  if (!options_.sentinel_password.empty()) u += "?sentinel_password=" + options_.sentinel_password;
+  return u;
 }
 
 std::uint16_t redis_sentinel_group::master_port() const {
   for (const auto& s : sentinels_) {
     try {
-      if (auto p = ask_master_port(s->port(), master_name)) return p;
+      if (auto p = ask_master_port(s->port(), master_name, options_.sentinel_password)) return p;
     } catch (const std::exception&) {
     }
   }
@@ -189,7 +227,7 @@ std::uint16_t redis_sentinel_group::master_port() const {
 }
 
 void redis_sentinel_group::failover() {
-  redis_client c(sentinels_.front()->port(), 2s);
+  redis_client c(sentinels_.front()->port(), 2s, options_.sentinel_password);
   auto r = c.command({"SENTINEL", "FAILOVER", master_name});
   if (redis::is_error(*r))
     throw std::runtime_error("SENTINEL FAILOVER: " + std::string(redis::reply_text(*r)));
@@ -204,7 +242,7 @@ std::uint16_t redis_sentinel_group::wait_for_new_master(std::uint16_t old_port,
     for (const auto& s : sentinels_) {
       std::uint16_t p = 0;
       try {
-        p = ask_master_port(s->port(), master_name);
+        p = ask_master_port(s->port(), master_name, options_.sentinel_password);
       } catch (const std::exception&) {
       }
       if (p == 0 || p == old_port || (agreed != 0 && p != agreed)) {
@@ -215,7 +253,7 @@ std::uint16_t redis_sentinel_group::wait_for_new_master(std::uint16_t old_port,
     }
     if (all && agreed != 0) {
       try {
-        redis_client c(agreed, 500ms);
+        redis_client c(agreed, 500ms, options_.master_password);
         const auto info = std::string(redis::reply_text(*c.command({"INFO", "replication"})));
         if (info_field(info, "role") == "master") return agreed;
       } catch (const std::exception&) {

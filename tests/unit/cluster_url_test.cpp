@@ -79,5 +79,79 @@ TEST(ClusterUrlTest, SentinelRejects) {
   EXPECT_FALSE(parse_redis_sentinel_url("redis+sentinel:///m", &why));
 }
 
+TEST(ClusterUrlTest, ClusterTls) {
+  std::string why;
+  auto u = parse_redis_cluster_url(
+      "rediss+cluster://:pw@127.0.0.1:7000,127.0.0.1:7001?ca=/ca.pem&sni=redis.test", &why);
+  ASSERT_TRUE(u) << why;
+  EXPECT_TRUE(u->tls.enabled);
+  EXPECT_TRUE(u->tls.verify);
+  EXPECT_EQ(u->tls.ca_file, "/ca.pem");
+  EXPECT_EQ(u->tls.sni, "redis.test");
+  EXPECT_EQ(u->password, "pw");
+  ASSERT_EQ(u->seeds.size(), 2u);
+  EXPECT_EQ(u->seeds[1].port, 7001);
+  auto plain = parse_redis_cluster_url("redis+cluster://127.0.0.1:7000");
+  ASSERT_TRUE(plain);
+  EXPECT_FALSE(plain->tls.enabled);
+  EXPECT_TRUE(validate_redis_url("rediss+cluster://127.0.0.1:7000?verify=no"));
+}
+
+TEST(ClusterUrlTest, ClusterTlsRejects) {
+  std::string why;
+  EXPECT_FALSE(parse_redis_cluster_url("redis+cluster://127.0.0.1:7000?ca=/ca.pem", &why));
+  EXPECT_NE(why.find("rediss+cluster://"), std::string::npos) << why;
+  EXPECT_FALSE(parse_redis_cluster_url("rediss+cluster://127.0.0.1:7000?x=1", &why));
+  EXPECT_NE(why.find("unknown query option"), std::string::npos) << why;
+  EXPECT_FALSE(parse_redis_cluster_url("rediss+cluster://127.0.0.1:7000/1?verify=no", &why));
+  EXPECT_NE(why.find("database"), std::string::npos) << why;
+}
+
+TEST(ClusterUrlTest, SentinelPassword) {
+  std::string why;
+  auto u = parse_redis_sentinel_url(
+      "redis+sentinel://:masterpw@127.0.0.1:26379,127.0.0.1:26380/mymaster/2"
+      "?sentinel_password=s%26pw",
+      &why);
+  ASSERT_TRUE(u) << why;
+  EXPECT_EQ(u->password, "masterpw");
+  EXPECT_EQ(u->sentinel_password, "s&pw");  // percent-decoded
+  EXPECT_TRUE(u->sentinel_user.empty());
+  EXPECT_EQ(u->master_name, "mymaster");
+  EXPECT_EQ(u->db, 2);
+  EXPECT_FALSE(u->tls.enabled);
+  auto acl = parse_redis_sentinel_url(
+      "redis+sentinel://127.0.0.1/m?sentinel_user=watcher&sentinel_password=pw", &why);
+  ASSERT_TRUE(acl) << why;
+  EXPECT_EQ(acl->sentinel_user, "watcher");
+  EXPECT_EQ(acl->sentinel_password, "pw");
+  EXPECT_TRUE(acl->password.empty());  // the master has none
+}
+
+TEST(ClusterUrlTest, SentinelTls) {
+  std::string why;
+  auto u = parse_redis_sentinel_url(
+      "rediss+sentinel://127.0.0.1:26379/m?sentinel_password=pw&ca=/ca.pem&verify=yes", &why);
+  ASSERT_TRUE(u) << why;
+  EXPECT_TRUE(u->tls.enabled);
+  EXPECT_EQ(u->tls.ca_file, "/ca.pem");
+  EXPECT_EQ(u->sentinel_password, "pw");
+  EXPECT_TRUE(validate_redis_url("rediss+sentinel://127.0.0.1/m"));
+}
+
+TEST(ClusterUrlTest, SentinelOptionRejects) {
+  std::string why;
+  EXPECT_FALSE(parse_redis_sentinel_url("redis+sentinel://127.0.0.1/m?sentinel_user=u", &why));
+  EXPECT_NE(why.find("sentinel_password"), std::string::npos) << why;
+  EXPECT_FALSE(parse_redis_sentinel_url("redis+sentinel://127.0.0.1/m?ca=/ca.pem", &why));
+  EXPECT_NE(why.find("rediss+sentinel://"), std::string::npos) << why;
+  EXPECT_FALSE(parse_redis_sentinel_url("redis+sentinel://127.0.0.1/m?password=x", &why));
+  EXPECT_NE(why.find("sentinel_password"), std::string::npos) << why;  // names the known ones
+  EXPECT_FALSE(parse_redis_sentinel_url("redis+sentinel://127.0.0.1/m?sentinel_password=", &why));
+  EXPECT_FALSE(parse_redis_sentinel_url(
+      "redis+sentinel://127.0.0.1/m?sentinel_password=a&sentinel_password=b", &why));
+  EXPECT_NE(why.find("twice"), std::string::npos) << why;
+}
+
 }  // namespace
 }  // namespace sluice

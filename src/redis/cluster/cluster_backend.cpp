@@ -14,6 +14,7 @@
 #include "core/await_decision.hpp"
 #include "redis/cluster/cluster_backend.hpp"
 #include "redis/cluster/cluster_client.hpp"
+#include "redis/tls.hpp"
 
 namespace sluice {
 namespace {
@@ -33,7 +34,9 @@ class cluster_backend final : public redis::cluster::cluster_backend_base {
         // Calls complete by their deadline; this only keeps a bug from becoming a hang.
         wait_limit_(2 * o.command_timeout + std::chrono::seconds{1}),
         core_(std::make_shared<io_core>()) {
-    core_->client = std::make_shared<redis::cluster::cluster_client>(core_->io, o, u);
+    // The TLS files are loaded here, before the thread starts: a bad one throws.
+    core_->client = std::make_shared<redis::cluster::cluster_client>(core_->io, o, u,
+                                                                     redis::make_tls_config(u.tls));
     core_->client->start();
     thread_ = std::thread([core = core_] {
       for (;;) {

@@ -28,8 +28,8 @@ struct cluster_client::op {
 };
 
 cluster_client::cluster_client(asio::io_context& io, const redis_options& options,
-                               const redis_cluster_url& url)
-    : io_(io), options_(options), url_(url), refresh_timer_(io) {
+                               const redis_cluster_url& url, tls_config tls)
+    : io_(io), options_(options), url_(url), tls_(std::move(tls)), refresh_timer_(io) {
   if (!url_.password.empty()) {
     if (url_.user.empty()) {
       append_command(handshake_, {"AUTH", url_.password});
@@ -88,6 +88,7 @@ std::shared_ptr<connection> cluster_client::connection_for(const node_address& n
     c.backoff_min = options_.reconnect_backoff_min;
     c.backoff_max = options_.reconnect_backoff_max;
     c.name = "sluice cluster " + node.to_string();
+    c.tls = tls_;
     slot = std::make_shared<connection>(io_, std::move(c));
     slot->start();
   }

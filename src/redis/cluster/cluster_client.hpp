@@ -55,8 +55,9 @@ struct cluster_stats {
 
 class cluster_client : public std::enable_shared_from_this<cluster_client> {
  public:
+  /// `tls` (from url.tls, loaded by the caller) is used for every node.
   cluster_client(boost::asio::io_context& io, const redis_options& options,
-                 const redis_cluster_url& url);
+                 const redis_cluster_url& url, tls_config tls);
   cluster_client(const cluster_client&) = delete;
   cluster_client& operator=(const cluster_client&) = delete;
 
@@ -99,6 +100,7 @@ class cluster_client : public std::enable_shared_from_this<cluster_client> {
   boost::asio::io_context& io_;
   const redis_options options_;
   const redis_cluster_url url_;
+  const tls_config tls_;
   std::string handshake_;
   std::size_t handshake_replies_ = 0;
 

@@ -6,6 +6,8 @@
 #include <charconv>
 #include <limits>
 
+#include "redis/url_query.hpp"
+
 namespace sluice {
 namespace {
 
@@ -53,52 +55,99 @@ bool parse_authority(std::string_view authority, std::uint16_t default_port, std
   return true;
 }
 
+// "redis+KIND://" or "rediss+KIND://" (TLS); `rest` is what follows it, without the
+// query, which goes to `options`.
+bool split_url(std::string_view url, std::string_view kind, std::string_view& rest, redis_tls& tls,
+               std::vector<redis::query_option>& options, std::string* why) {
+  const std::string plain = "redis+" + std::string(kind) + "://";
+  const std::string secure = "rediss+" + std::string(kind) + "://";
+  if (url.starts_with(secure)) {
+    tls.enabled = true;
+    rest = url.substr(secure.size());
+  } else if (url.starts_with(plain)) {
+    rest = url.substr(plain.size());
+  } else {
+    return fail(why, "a Redis " + std::string(kind == "cluster" ? "Cluster" : "Sentinel") +
+                         " URL must start with " + plain + " or " + secure + " (TLS)");
+  }
+  if (rest.find('#') != std::string_view::npos)
+    return fail(why, "fragments ('#') are not supported in a Redis URL");
+  const auto q = rest.find('?');
+  if (q == std::string_view::npos) return true;
+  if (!redis::parse_query(rest.substr(q + 1), options, why)) return false;
+  rest = rest.substr(0, q);
+  return true;
+}
+
+bool apply_tls_options(const std::vector<redis::query_option>& options, redis_tls& tls,
+                       std::string_view secure_scheme, std::string_view extra_names,
+                       std::string* why) {
+  bool had_tls = false;
+  for (const auto& o : options) {
+    const auto r = redis::apply_tls_option(o, tls, why);
+    if (r == redis::option_result::invalid) return false;
+    if (r == redis::option_result::unknown)
+      return fail(why, "unknown query option \"" + o.name + "\" (known: " +
+                           std::string(extra_names) + std::string(redis::tls_option_names) + ")");
+    had_tls = true;
+  }
+  return redis::check_tls(tls, had_tls, secure_scheme, why);
+}
+
 }  // namespace
 
 std::optional<redis_cluster_url> parse_redis_cluster_url(std::string_view url, std::string* why) {
-  constexpr std::string_view scheme = "redis+cluster://";
-  if (!url.starts_with(scheme)) {
-    fail(why, "a Redis Cluster URL must start with redis+cluster://");
+  redis_cluster_url out;
+  std::string_view rest;
+  std::vector<redis::query_option> options;
+  if (!split_url(url, "cluster", rest, out.tls, options, why) ||
+      !apply_tls_options(options, out.tls, "rediss+cluster://", "", why))
     return std::nullopt;
-  }
-  std::string_view rest = url.substr(scheme.size());
-  if (rest.find_first_of("?#") != std::string_view::npos) {
-    fail(why, "query parameters and fragments are not supported in a Redis URL");
-    return std::nullopt;
-  }
   if (rest.ends_with('/')) rest.remove_suffix(1);
   if (rest.find('/') != std::string_view::npos) {
     fail(why, "a Redis Cluster has only database 0: remove the \"/...\" after the hosts");
     return std::nullopt;
   }
-  redis_cluster_url out;
   if (!parse_authority(rest, 6379, out.user, out.password, out.seeds, why)) return std::nullopt;
   return out;
 }
 
 bool validate_redis_url(std::string_view url, std::string* why) {
-  if (url.starts_with("redis+cluster://")) return parse_redis_cluster_url(url, why).has_value();
-  if (url.starts_with("redis+sentinel://")) return parse_redis_sentinel_url(url, why).has_value();
+  if (url.starts_with("redis+cluster://") || url.starts_with("rediss+cluster://"))
+    return parse_redis_cluster_url(url, why).has_value();
+  if (url.starts_with("redis+sentinel://") || url.starts_with("rediss+sentinel://"))
+    return parse_redis_sentinel_url(url, why).has_value();
   return parse_redis_url(url, why).has_value();
 }
 
 std::optional<redis_sentinel_url> parse_redis_sentinel_url(std::string_view url, std::string* why) {
-  constexpr std::string_view scheme = "redis+sentinel://";
-  if (!url.starts_with(scheme)) {
-    fail(why, "a Redis Sentinel URL must start with redis+sentinel://");
+  redis_sentinel_url out;
+  std::string_view rest;
+  std::vector<redis::query_option> options;
+  if (!split_url(url, "sentinel", rest, out.tls, options, why)) return std::nullopt;
+  // The sentinels' own credentials; the rest are TLS options.
+  std::vector<redis::query_option> tls_options;
+  for (auto& o : options) {
+    if (o.name == "sentinel_password") {
+      out.sentinel_password = std::move(o.value);
+    } else if (o.name == "sentinel_user") {
+      out.sentinel_user = std::move(o.value);
+    } else {
+      tls_options.push_back(std::move(o));
+    }
+  }
+  if (!out.sentinel_user.empty() && out.sentinel_password.empty()) {
+    fail(why, "sentinel_user= needs sentinel_password=");
     return std::nullopt;
   }
-  std::string_view rest = url.substr(scheme.size());
-  if (rest.find_first_of("?#") != std::string_view::npos) {
-    fail(why, "query parameters and fragments are not supported in a Redis URL");
+  if (!apply_tls_options(tls_options, out.tls, "rediss+sentinel://",
+                         "sentinel_password, sentinel_user, ", why))
     return std::nullopt;
-  }
   const auto slash = rest.find('/');
   if (slash == std::string_view::npos) {
     fail(why, "missing the master's name: redis+sentinel://host:port/MASTER_NAME");
     return std::nullopt;
   }
-  redis_sentinel_url out;
   if (!parse_authority(rest.substr(0, slash), 26379, out.user, out.password, out.sentinels, why))
     return std::nullopt;
   std::string_view path = rest.substr(slash + 1);

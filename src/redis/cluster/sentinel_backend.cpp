@@ -1,14 +1,15 @@
 // make_redis_sentinel_backend: asks Redis Sentinel where the master is and serves from a
-// standalone Redis backend (make_redis_backend) on that address. The sentinels are asked
-// again when a call fails (connection lost, timeout, READONLY from a demoted master) and
-// every sentinel_poll_interval; when the answer changes, a backend on the new master
+// standalone Redis backend (redis::make_standalone_backend) on that address. Sentinels get
+// AUTH with their own credentials (sentinel_password=); the master gets the URL's user
+// info; with rediss+sentinel:// both use TLS, with one TLS context for the whole backend. The
+// sentinels are asked again when a call fails (connection lost, timeout, READONLY from a demoted
+// master) and every sentinel_poll_interval; when the answer changes, a backend on the new master
 // replaces the old one. Calls in flight on the old one end as backend errors, which the
 // limiter turns into the failure mode.
 #include <sluice/error.hpp>
 #include <sluice/redis_cluster.hpp>
 
 #include <atomic>
-#include <cctype>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
@@ -23,6 +24,8 @@
 
 #include "redis/connection.hpp"
 #include "redis/resp.hpp"
+#include "redis/standalone_backend.hpp"
+#include "redis/tls.hpp"
 
 namespace sluice {
 namespace {
@@ -35,22 +38,6 @@ constexpr std::chrono::milliseconds sentinel_poll_interval{1000};
 // Asking again because calls fail happens at most this often.
 constexpr std::chrono::milliseconds sentinel_ask_min_interval{100};
 
-std::string percent_encode(std::string_view s) {
-  static constexpr char hex[] = "0123456789ABCDEF";
-  std::string out;
-  for (const char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (std::isalnum(u) || c == '-' || c == '.' || c == '_' || c == '~') {
-      out += c;
-    } else {
-      out += '%';
-      out += hex[u >> 4];
-      out += hex[u & 15];
-    }
-  }
-  return out;
-}
-
 struct master_address {
   std::string host;
   std::uint16_t port = 0;
@@ -59,8 +46,8 @@ struct master_address {
 
 class sentinel_core : public std::enable_shared_from_this<sentinel_core> {
  public:
-  sentinel_core(redis_options options, redis_sentinel_url url)
-      : options_(std::move(options)), url_(std::move(url)), poll_timer_(io) {}
+  sentinel_core(redis_options options, redis_sentinel_url url, redis::tls_config tls)
+      : options_(std::move(options)), url_(std::move(url)), tls_(std::move(tls)), poll_timer_(io) {}
 
   asio::io_context io{1};
   asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
@@ -75,6 +62,15 @@ class sentinel_core : public std::enable_shared_from_this<sentinel_core> {
       c.backoff_min = options_.reconnect_backoff_min;
       c.backoff_max = options_.reconnect_backoff_max;
       c.name = "sluice sentinel " + s.host + ":" + std::to_string(s.port);
+      c.tls = tls_;
+      if (!url_.sentinel_password.empty()) {
+        if (url_.sentinel_user.empty()) {
+          redis::append_command(c.handshake, {"AUTH", url_.sentinel_password});
+        } else {
+          redis::append_command(c.handshake, {"AUTH", url_.sentinel_user, url_.sentinel_password});
+        }
+        c.handshake_replies = 1;
+      }
       auto conn = std::make_shared<redis::connection>(io, std::move(c));
       conn->start();
       sentinels_.push_back(std::move(conn));
@@ -177,16 +173,15 @@ class sentinel_core : public std::enable_shared_from_this<sentinel_core> {
   // I/O thread: switch to the master at `a` if it is a new one.
   void use(const master_address& a) {
     if (a == master_) return;
-    std::string url = "redis://";
-    if (!url_.password.empty())
-      url += percent_encode(url_.user) + ":" + percent_encode(url_.password) + "@";
-    url += (a.host.find(':') != std::string::npos ? "[" + a.host + "]" : a.host) + ":" +
-           std::to_string(a.port) + "/" + std::to_string(url_.db);
-    redis_options o = options_;
-    o.url = std::move(url);
+    redis_url u;
+    u.user = url_.user;
+    u.password = url_.password;
+    u.host = a.host;
+    u.port = a.port;
+    u.db = url_.db;
     std::shared_ptr<backend> fresh;
     try {
-      fresh = make_redis_backend(std::move(o));
+      fresh = redis::make_standalone_backend(options_, u, tls_);
     } catch (const std::exception& e) {
       spdlog::error("sluice sentinel: cannot use master {}:{}: {}", a.host, a.port, e.what());
       return;
@@ -207,6 +202,7 @@ class sentinel_core : public std::enable_shared_from_this<sentinel_core> {
 
   const redis_options options_;
   const redis_sentinel_url url_;
+  const redis::tls_config tls_;
   std::vector<std::shared_ptr<redis::connection>> sentinels_;
   asio::steady_timer poll_timer_;
 
@@ -233,7 +229,8 @@ bool worth_asking_again(std::error_code ec) {
 class sentinel_backend final : public backend {
  public:
   sentinel_backend(const redis_options& o, const redis_sentinel_url& u)
-      : core_(std::make_shared<sentinel_core>(o, u)) {
+      // The TLS files are loaded here, before any thread starts: a bad one throws.
+      : core_(std::make_shared<sentinel_core>(o, u, redis::make_tls_config(u.tls))) {
     core_->start();
     thread_ = std::thread([core = core_] {
       for (;;) {
@@ -302,6 +299,11 @@ std::shared_ptr<backend> make_redis_sentinel_backend(redis_options options) {
   if (!url) throw std::invalid_argument("invalid Redis Sentinel URL: " + why);
   if (options.connect_timeout.count() <= 0 || options.command_timeout.count() <= 0)
     throw std::invalid_argument("Redis connect and command timeouts must be positive");
+  // Checked here as make_redis_backend does: every master's backend is built from them.
+  if (options.max_in_flight == 0) throw std::invalid_argument("max_in_flight must be positive");
+  if (options.reconnect_backoff_min.count() <= 0 ||
+      options.reconnect_backoff_max < options.reconnect_backoff_min)
+    throw std::invalid_argument("reconnect backoff must satisfy 0 < min <= max");
   return std::make_shared<sentinel_backend>(options, *url);
 }
 
