@@ -52,7 +52,8 @@ redis::connection_config make_config(const redis_options& o, const redis_url& u)
   // Loading the script on every connection makes EVALSHA work after a restart at once;
   // NOSCRIPT (after SCRIPT FLUSH) is still handled per call.
   redis::append_command(c.handshake, {"SCRIPT", "LOAD", detail::lua_token_bucket.source});
-  ++c.handshake_replies;
+  redis::append_command(c.handshake, {"SCRIPT", "LOAD", detail::lua_token_bucket_multi.source});
+  c.handshake_replies += 2;
   c.connect_timeout = o.connect_timeout;
   c.command_timeout = o.command_timeout;
   c.max_in_flight = o.max_in_flight;
@@ -94,6 +95,87 @@ class redis_backend final : public backend {
     } else {
       thread_.join();
     }
+  }
+
+  std::error_code decide_all(std::span<const check_item> items,
+                             std::vector<decision>& out) override {
+    out.clear();
+    if (items.empty()) return {};
+    if (std::this_thread::get_id() == thread_.get_id())
+      return make_error_code(errc::backend_unavailable);
+    // await_decision carries one decision; the vector travels beside it.
+    auto result = std::make_shared<std::vector<decision>>();
+    decision unused;
+    const auto ec = detail::await_decision(
+        [&](decide_handler done) {
+          async_decide_all(items, [result, done = std::move(done)](std::error_code ec,
+                                                                   std::vector<decision> ds) {
+            *result = std::move(ds);
+            done(ec, {});
+          });
+        },
+        wait_limit_, unused);
+    if (!ec) out = std::move(*result);
+    return ec;
+  }
+
+  void async_decide_all(std::span<const check_item> items, decide_all_handler handler) override {
+    if (items.size() <= 1) {
+      if (items.empty()) {
+        handler({}, {});
+        return;
+      }
+      // One item: the single-key script, exactly as fast as async_decide.
+      async_decide(items[0].key, items[0].policy, items[0].cost,
+                   [handler = std::move(handler)](std::error_code ec, decision d) {
+                     if (ec) return handler(ec, {});
+                     handler(ec, std::vector<decision>{d});
+                   });
+      return;
+    }
+    for (const auto& it : items) {
+      if (it.policy.algorithm != algorithm::token_bucket) {
+        handler(make_error_code(errc::unsupported_algorithm), {});
+        return;
+      }
+    }
+    // The keys and parameters the command is built from, kept for a NOSCRIPT re-send.
+    struct call {
+      std::vector<std::string> full_keys;
+      std::vector<redis::multi_key> keys;
+      std::vector<std::uint64_t> capacities;
+    };
+    auto c = std::make_shared<call>();
+    c->full_keys.reserve(items.size());
+    for (const auto& it : items) {
+      c->full_keys.push_back(prefix_ + std::string(it.key));
+      c->capacities.push_back(it.policy.capacity);
+    }
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      c->keys.push_back({c->full_keys[i], detail::to_params(items[i].policy, items[i].cost)});
+    }
+    std::string command;
+    redis::append_token_bucket_multi_command(command, redis::script_call::evalsha, c->keys);
+    core_->conn->async_exec(
+        std::move(command), [conn = core_->conn, c, handler = std::move(handler)](
+                                std::error_code ec, redis::reply_ptr reply) mutable {
+          if (ec) return handler(ec, {});
+          if (redis::is_error(*reply, "NOSCRIPT")) {
+            // As for one key: send the source once; EVAL caches it again.
+            std::string eval;
+            redis::append_token_bucket_multi_command(eval, redis::script_call::eval, c->keys);
+            conn->async_exec(std::move(eval), [c, handler = std::move(handler)](
+                                                  std::error_code ec2, redis::reply_ptr r2) {
+              std::vector<decision> ds;
+              if (!ec2) ec2 = redis::to_decisions(*r2, c->capacities, ds);
+              handler(ec2, std::move(ds));
+            });
+            return;
+          }
+          std::vector<decision> ds;
+          ec = redis::to_decisions(*reply, c->capacities, ds);
+          handler(ec, std::move(ds));
+        });
   }
 
   std::error_code decide(std::string_view key, const policy& p, std::uint64_t cost,
