@@ -312,7 +312,8 @@ class memory_backend final : public backend {
       return decide(items[0].key, items[0].policy, items[0].cost, out[0]);
     }
     const std::int64_t now_ms = clock_->now().count() / 1000;
-    // Distinct keys become buckets (items on one key spend from one bucket).
+    // Distinct keys become buckets (items on one key spend from one bucket). A linear
+    // search: a call holds a handful of items (the rules matching one request).
     struct bucket_ref {
       std::uint64_t hash;
       std::string_view key;
@@ -338,11 +339,10 @@ class memory_backend final : public backend {
     locks.reserve(order.size());
     for (const auto i : order) locks.emplace_back(shards_[i].mu);
 
-    std::vector<slot*> found(buckets.size());
     std::vector<std::optional<detail::token_bucket_state>> prev(buckets.size());
     for (std::size_t b = 0; b < buckets.size(); ++b) {
-      found[b] = shards_[buckets[b].shard].table.find(buckets[b].hash, buckets[b].key);
-      if (found[b] != nullptr && found[b]->full_at_ms > now_ms) prev[b] = found[b]->bucket;
+      const slot* f = shards_[buckets[b].shard].table.find(buckets[b].hash, buckets[b].key);
+      if (f != nullptr && f->full_at_ms > now_ms) prev[b] = f->bucket;
     }
     const auto m = detail::token_bucket_decide_all(math, prev, now_ms);
     if (m.allowed) {
