@@ -3,16 +3,38 @@
 /// sluice::limiter, which validates input and applies failure modes before and after it.
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 #include <sluice/decision.hpp>
 #include <sluice/policy.hpp>
 
 namespace sluice {
 
+/// One limit of a multi-key decision (backend::decide_all, limiter::check_all): spend `cost`
+/// tokens of `policy` on `key`. The key is only borrowed: it must stay valid until the call
+/// that takes it returns (asynchronous calls copy it).
+struct check_item {
+  std::string_view key;
+  sluice::policy policy;
+  std::uint64_t cost = 1;
+};
+
+/// True when every decision allowed: what a multi-key decision admits (also for an empty list).
+inline bool all_allowed(std::span<const decision> ds) noexcept {
+  for (const auto& d : ds) {
+    if (!d.allowed) return false;
+  }
+  return true;
+}
+
 /// Completion of backend::async_decide: an error (backend trouble) or a decision.
 using decide_handler = std::function<void(std::error_code, decision)>;
+/// Completion of backend::async_decide_all: an error (backend trouble) or one decision per
+/// item, in the items' order.
+using decide_all_handler = std::function<void(std::error_code, std::vector<decision>)>;
 
 class backend {
  public:
@@ -28,6 +50,29 @@ class backend {
   /// inline (the limiter re-posts it, so user handlers never run inline). Thread-safe.
   virtual void async_decide(std::string_view key, const policy& p, std::uint64_t cost,
                             decide_handler handler) = 0;
+
+  /// Decides several validated items all-or-nothing: when every item allows, all of them
+  /// spend their tokens, in one atomic step; when any item denies, no item spends anything.
+  /// `out` gets one decision per item, in order:
+  /// - all allowed: each as if the items were decided one after another (an item sees what
+  ///   earlier items on the same key spent);
+  /// - otherwise, for every item, `remaining` and `reset_after` describe its bucket as it
+  ///   is (nothing was spent); a denying item has `allowed == false` and the exact
+  ///   `retry_after` until its cost (plus what earlier allowing items on the same key would
+  ///   spend) is there; an item that would have allowed has `allowed == true` and
+  ///   `retry_after == 0`, and spent nothing.
+  /// Blocks like decide(). Thread-safe.
+  ///
+  /// The memory, Redis and Sentinel backends are atomic; the Redis Cluster backend is atomic
+  /// for items whose keys share one slot (see docs/cluster.md for keys on several slots).
+  /// The default implementation, for backends that cannot do better, calls decide() per
+  /// item and is NOT all-or-nothing: an allowing item keeps its tokens when another denies.
+  virtual std::error_code decide_all(std::span<const check_item> items, std::vector<decision>& out);
+
+  /// decide_all() asynchronously. `handler` is called exactly once, from a backend thread
+  /// or inline (the limiter re-posts it). Thread-safe. The default implementation chains
+  /// async_decide() per item (not all-or-nothing, as decide_all()'s default).
+  virtual void async_decide_all(std::span<const check_item> items, decide_all_handler handler);
 };
 
 }  // namespace sluice

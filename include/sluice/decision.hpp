@@ -12,7 +12,8 @@ struct decision {
   std::uint64_t remaining = 0;  ///< whole tokens left after this decision
   /// 0 when allowed; otherwise the exact time until `cost` tokens exist (ms, rounded up).
   std::chrono::milliseconds retry_after{0};
-  /// Time until the bucket is full again (ms, rounded up); 0 only for a degraded decision.
+  /// Time until the bucket is full again (ms, rounded up). A degraded decision of `open` or
+  /// `closed` says it as if the bucket had been full or empty.
   std::chrono::milliseconds reset_after{0};
   /// True when the failure mode decided because the backend failed (see backend_error).
   bool degraded = false;

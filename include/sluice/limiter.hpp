@@ -3,10 +3,12 @@
 /// failure mode when the backend fails.
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
@@ -78,11 +80,69 @@ class limiter {
         token, std::string(key), p, cost);
   }
 
+  /// Blocking all-or-nothing check of several limits: one decision per item, in order; the
+  /// request they describe is admitted only if every decision allows (all_allowed()), and
+  /// only then does any item spend its tokens (backend::decide_all says what each decision
+  /// reports, and which backends are atomic). Every item is validated as check() validates
+  /// it; `ec` is set only for invalid input (the first invalid item's code), and then
+  /// nothing is decided and the result is empty. An empty list yields an empty result.
+  ///
+  /// When the backend fails, each item takes its own policy's failure mode, all marked
+  /// degraded: `open` items allow and `closed` items deny as in check(); the `local` items
+  /// are decided together by the fallback, all-or-nothing among themselves, unless a
+  /// `closed` item already denies, in which case they are not decided and report what
+  /// `open` reports (allowed, nothing spent). With policy::cache_denials, an item whose
+  /// denial is cached answers the whole call without a round trip: the cached items report
+  /// their denial, the others were not looked at and report `allowed`, `remaining =
+  /// capacity - cost`, `reset_after` 0 (nothing is spent anyway). Counted per item in
+  /// stats() (an allowing item of a denied call counts as allowed). Thread-safe; throws
+  /// only std::bad_alloc.
+  std::vector<decision> check_all(std::span<const check_item> items, std::error_code& ec);
+  /// check_all() that throws std::system_error for invalid input.
+  std::vector<decision> check_all(std::span<const check_item> items);
+
+  /// Asynchronous check_all(). The items (keys included) are copied before this returns.
+  /// Completion signature: `void(std::error_code, std::vector<sluice::decision>)`, with the
+  /// error set only for invalid input. The handler never runs inline: it is posted to its
+  /// associated executor (default: boost::asio::system_executor). Completion tokens as for
+  /// async_check (`use_future` yields `std::tuple<std::error_code, std::vector<decision>>`).
+  template <class CompletionToken>
+  auto async_check_all(std::span<const check_item> items, CompletionToken&& token) {
+    std::vector<owned_check_item> owned;
+    owned.reserve(items.size());
+    for (const auto& it : items) owned.push_back({std::string(it.key), it.policy, it.cost});
+    return boost::asio::async_initiate<CompletionToken,
+                                       void(std::error_code, std::vector<decision>)>(
+        [this](auto handler, std::vector<owned_check_item> its) {
+          auto ex = boost::asio::get_associated_executor(handler, boost::asio::system_executor());
+          auto work = boost::asio::make_work_guard(ex);
+          auto shared = std::make_shared<decltype(handler)>(std::move(handler));
+          start_check_all(std::move(its),
+                          [shared, work](std::error_code ec, std::vector<decision> ds) mutable {
+                            auto ex2 = work.get_executor();
+                            boost::asio::post(ex2, [shared, ec, ds = std::move(ds)]() mutable {
+                              (*shared)(ec, std::move(ds));
+                            });
+                            work.reset();
+                          });
+        },
+        token, std::move(owned));
+  }
+
   limiter_stats stats() const noexcept;
+
+  /// A check_item that owns its key (what async_check_all keeps while it runs).
+  struct owned_check_item {
+    std::string key;
+    sluice::policy policy;
+    std::uint64_t cost = 1;
+  };
 
  private:
   struct state;
-  void start_check(std::string_view key, const policy& p, std::uint64_t cost, decide_handler done);
+  void start_check(std::string_view key, const policy& p, std::uint64_t cost,
+                   decide_handler done);
+  void start_check_all(std::vector<owned_check_item> items, decide_all_handler done);
   std::shared_ptr<state> state_;
 };
 

@@ -9,7 +9,8 @@
 namespace sluice {
 
 struct memory_options {
-  /// Independent lock shards; more shards, less contention between threads.
+  /// Independent lock shards; more shards, less contention between threads. Capped so
+  /// that each shard holds at least 1024 of max_keys (a small max_keys means one shard).
   std::size_t shards = 64;
   /// The most keys held at once (the memory bound). A bucket that would be full again is
   /// forgotten first; see docs for what happens when every tracked bucket is still busy.

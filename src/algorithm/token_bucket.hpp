@@ -7,8 +7,11 @@
 // (1 token = 1'000'000 ut), the refill rate in micro-tokens per millisecond, which equals
 // milli-tokens per second. Largest values: capacity 1e9 tokens = 1e15 ut < 2^53, so Lua's
 // doubles hold every quantity exactly too.
+#include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
+#include <vector>
 
 #include <sluice/decision.hpp>
 #include <sluice/policy.hpp>
@@ -45,6 +48,33 @@ struct token_bucket_outcome {
 token_bucket_outcome token_bucket_decide(const token_bucket_params& p,
                                          std::optional<token_bucket_state> prev,
                                          std::int64_t now_ms) noexcept;
+
+/// One item of a multi-key decision: its parameters and which bucket (an index into the
+/// bucket list; items on the same key share one) it spends from.
+struct token_bucket_item {
+  token_bucket_params params;
+  std::size_t bucket = 0;
+};
+
+struct token_bucket_multi_outcome {
+  /// Every item allowed: store `next` (then and only then).
+  bool allowed = false;
+  std::vector<token_bucket_outcome> items;  ///< one per item, in order
+  /// Per bucket: the state to store when `allowed`; empty for a bucket no item used.
+  std::vector<std::optional<token_bucket_state>> next;
+  /// Per bucket: the stored key's time to live (the reset_after of its last item).
+  std::vector<std::int64_t> ttl_ms;
+};
+
+/// All-or-nothing over several buckets (lua/token_bucket_multi.lua is the same math). The
+/// items are decided one after another, each with token_bucket_decide on the state its
+/// bucket has after the earlier allowing items. If all allow, `next` holds what to store.
+/// Otherwise nothing is to be stored and every item's remaining_ut and reset_after_ms
+/// describe its bucket as it is (nothing spent; an allowing item keeps retry_after 0, a
+/// denying one the retry_after computed in sequence).
+token_bucket_multi_outcome token_bucket_decide_all(
+    std::span<const token_bucket_item> items,
+    std::span<const std::optional<token_bucket_state>> prev, std::int64_t now_ms);
 
 /// The public decision for an outcome.
 decision to_decision(const token_bucket_outcome& o, std::uint64_t capacity) noexcept;

@@ -3,8 +3,12 @@
 #include <sluice/redis_backend.hpp>
 #include <sluice/redis_cluster.hpp>
 
+#include <sluice/error.hpp>
+
 #include <atomic>
+#include <optional>
 #include <stdexcept>
+#include <vector>
 
 #include "algorithm/token_bucket.hpp"
 #include "core/burst_log.hpp"
@@ -37,30 +41,42 @@ struct limiter::state {
     if (!d.allowed && p.cache_denials) denials.remember(key, p, cost, d);
   }
 
+  // What `open` or `closed` decides without asking anyone.
+  static decision synthetic(const policy& p, std::uint64_t cost, bool allow) noexcept {
+    decision d;
+    d.limit = p.capacity;
+    const auto params = detail::to_params(p, cost);
+    if (allow) {
+      // As if the bucket were full: the most a client could have been granted. It is full
+      // again once `cost` has refilled, as a real decision would say.
+      d.allowed = true;
+      d.remaining = p.capacity - cost;
+      d.reset_after =
+          std::chrono::milliseconds{detail::ceil_div(params.cost_ut, params.rate_ut_per_ms)};
+    } else {
+      // As if the bucket were empty: retry when `cost` tokens would have refilled.
+      d.retry_after =
+          std::chrono::milliseconds{detail::ceil_div(params.cost_ut, params.rate_ut_per_ms)};
+      d.reset_after =
+          std::chrono::milliseconds{detail::ceil_div(params.capacity_ut, params.rate_ut_per_ms)};
+    }
+    return d;
+  }
+
   // The decision of the policy's failure mode after the primary backend failed with `ec`.
   decision degrade(std::string_view key, const policy& p, std::uint64_t cost,
                    std::error_code ec) noexcept {
     backend_errors.fetch_add(1, std::memory_order_relaxed);
     log.failure(ec);
     decision d;
-    const auto params = detail::to_params(p, cost);
     switch (p.on_failure) {
       case failure_mode::open:
         degraded_open.fetch_add(1, std::memory_order_relaxed);
-        // As if the bucket were full: the most a client could have been granted.
-        d.allowed = true;
-        d.limit = p.capacity;
-        d.remaining = p.capacity - cost;
+        d = synthetic(p, cost, true);
         break;
       case failure_mode::closed:
         degraded_closed.fetch_add(1, std::memory_order_relaxed);
-        // As if the bucket were empty: retry when `cost` tokens would have refilled.
-        d.allowed = false;
-        d.limit = p.capacity;
-        d.retry_after =
-            std::chrono::milliseconds{detail::ceil_div(params.cost_ut, params.rate_ut_per_ms)};
-        d.reset_after =
-            std::chrono::milliseconds{detail::ceil_div(params.capacity_ut, params.rate_ut_per_ms)};
+        d = synthetic(p, cost, false);
         break;
       case failure_mode::local:
         degraded_local.fetch_add(1, std::memory_order_relaxed);
@@ -74,6 +90,104 @@ struct limiter::state {
     d.degraded = true;
     d.backend_error = ec;
     return d;
+  }
+
+  // check_all's answer before any backend: an error for invalid input, or the whole
+  // answer when an item's denial is cached; std::nullopt when the backend must decide.
+  std::optional<std::vector<decision>> precheck_all(std::span<const check_item> items,
+                                                    std::error_code& ec) {
+    ec.clear();
+    for (const auto& it : items) {
+      if ((ec = validate(it.key, it.policy, it.cost))) {
+        invalid.fetch_add(1, std::memory_order_relaxed);
+        return std::vector<decision>{};
+      }
+    }
+    std::vector<std::optional<decision>> cached(items.size());
+    bool any = false;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      cached[i] = cached_denial(items[i].key, items[i].policy, items[i].cost);
+      any = any || cached[i].has_value();
+    }
+    if (!any) return std::nullopt;
+    // A denied call spends nothing, so the other items need no round trip either.
+    std::vector<decision> out;
+    out.reserve(items.size());
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      out.push_back(cached[i] ? *cached[i] : synthetic(items[i].policy, items[i].cost, true));
+    }
+    return out;
+  }
+
+  // Bookkeeping for a multi-key decision the backend made.
+  void decided_all(std::span<const check_item> items, const std::vector<decision>& ds) {
+    log.success();
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const auto& it = items[i];
+      const auto& d = ds[i];
+      (d.allowed ? allowed : denied).fetch_add(1, std::memory_order_relaxed);
+      if (d.allowed || !it.policy.cache_denials) continue;
+      // With another item on the same key, the retry time also waits for that item's
+      // cost: more than this key alone needs, so not a denial the cache may repeat.
+      bool shared_key = false;
+      for (std::size_t j = 0; j < items.size() && !shared_key; ++j) {
+        shared_key = j != i && items[j].key == it.key;
+      }
+      if (!shared_key) denials.remember(it.key, it.policy, it.cost, d);
+    }
+  }
+
+  // The failure modes of a multi-key decision whose backend call failed with `ec`.
+  std::vector<decision> degrade_all(std::span<const check_item> items, std::error_code ec) {
+    backend_errors.fetch_add(1, std::memory_order_relaxed);
+    log.failure(ec);
+    std::vector<decision> out(items.size());
+    bool closed_denies = false;
+    std::vector<check_item> local;
+    std::vector<std::size_t> local_at;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const auto& it = items[i];
+      switch (it.policy.on_failure) {
+        case failure_mode::open:
+          degraded_open.fetch_add(1, std::memory_order_relaxed);
+          out[i] = synthetic(it.policy, it.cost, true);
+          break;
+        case failure_mode::closed:
+          degraded_closed.fetch_add(1, std::memory_order_relaxed);
+          out[i] = synthetic(it.policy, it.cost, false);
+          closed_denies = true;
+          break;
+        case failure_mode::local:
+          degraded_local.fetch_add(1, std::memory_order_relaxed);
+          local.push_back(it);
+          local_at.push_back(i);
+          break;
+      }
+    }
+    if (!local.empty()) {
+      std::vector<decision> ds;
+      // Denied anyway: deciding locally would spend local tokens on a denied request.
+      const bool decide_locally = !closed_denies;
+      std::error_code lec;
+      if (decide_locally) lec = fallback->decide_all(local, ds);
+      for (std::size_t j = 0; j < local.size(); ++j) {
+        auto& d = out[local_at[j]];
+        if (!decide_locally) {
+          d = synthetic(local[j].policy, local[j].cost, true);
+        } else if (lec || ds.size() != local.size()) {
+          // The memory backend cannot fail; if it ever did, fail closed rather than open.
+          d = decision{};
+          d.limit = local[j].policy.capacity;
+        } else {
+          d = ds[j];
+        }
+      }
+    }
+    for (auto& d : out) {
+      d.degraded = true;
+      d.backend_error = ec;
+    }
+    return out;
   }
 };
 
@@ -147,6 +261,55 @@ void limiter::start_check(std::string_view key, const policy& p, std::uint64_t c
                                   }
                                   done({}, d);
                                 });
+}
+
+std::vector<decision> limiter::check_all(std::span<const check_item> items, std::error_code& ec) {
+  if (auto early = state_->precheck_all(items, ec)) return std::move(*early);
+  std::vector<decision> ds;
+  if (items.empty()) return ds;
+  const auto bec = state_->primary->decide_all(items, ds);
+  if (bec || ds.size() != items.size()) {
+    return state_->degrade_all(items, bec ? bec : make_error_code(errc::backend_protocol_error));
+  }
+  state_->decided_all(items, ds);
+  return ds;
+}
+
+std::vector<decision> limiter::check_all(std::span<const check_item> items) {
+  std::error_code ec;
+  auto ds = check_all(items, ec);
+  if (ec) throw std::system_error(ec);
+  return ds;
+}
+
+void limiter::start_check_all(std::vector<owned_check_item> owned, decide_all_handler done) {
+  // The views point into `owned`, which stays put in this shared block until the end.
+  struct call {
+    std::vector<owned_check_item> owned;
+    std::vector<check_item> items;
+  };
+  auto c = std::make_shared<call>();
+  c->owned = std::move(owned);
+  c->items.reserve(c->owned.size());
+  for (const auto& o : c->owned) c->items.push_back({o.key, o.policy, o.cost});
+  std::error_code ec;
+  if (auto early = state_->precheck_all(c->items, ec)) {
+    done(ec, std::move(*early));
+    return;
+  }
+  if (c->items.empty()) {
+    done({}, {});
+    return;
+  }
+  state_->primary->async_decide_all(c->items, [st = state_, c, done = std::move(done)](
+                                                  std::error_code bec, std::vector<decision> ds) {
+    if (bec || ds.size() != c->items.size()) {
+      ds = st->degrade_all(c->items, bec ? bec : make_error_code(errc::backend_protocol_error));
+    } else {
+      st->decided_all(c->items, ds);
+    }
+    done({}, std::move(ds));
+  });
 }
 
 limiter_stats limiter::stats() const noexcept {

@@ -1,6 +1,9 @@
 #include <sluice/http/evaluate.hpp>
 
 #include <atomic>
+#include <vector>
+
+#include <sluice/policy.hpp>
 
 #include "http/key_hash.hpp"
 
@@ -70,42 +73,95 @@ evaluation plan(std::shared_ptr<const rule_set> rules, const request_facts& req)
   return e;
 }
 
+namespace {
+
+// Which outcomes are decided how: the enforcing (non-shadow) rules together, all or
+// nothing; shadow rules, and input the limiter will reject, one by one as before.
+struct split {
+  std::vector<std::size_t> together;
+  std::vector<std::size_t> alone;
+};
+
+split split_outcomes(const evaluation& e) {
+  split s;
+  for (std::size_t i = 0; i < e.outcomes.size(); ++i) {
+    const auto& o = e.outcomes[i];
+    if (o.skipped) continue;
+    const auto& r = e.rules->rules()[o.rule_index];
+    const bool valid = !validate(o.key, *e.rules->find_policy(r.policy), r.cost);
+    (!o.shadow && valid ? s.together : s.alone).push_back(i);
+  }
+  // One enforcing rule is a plain check: the same call as without multi-key support.
+  if (s.together.size() == 1) {
+    s.alone.push_back(s.together.front());
+    s.together.clear();
+  }
+  return s;
+}
+
+std::vector<check_item> items_of(const evaluation& e, const std::vector<std::size_t>& which) {
+  std::vector<check_item> items;
+  items.reserve(which.size());
+  for (auto i : which) {
+    const auto& o = e.outcomes[i];
+    const auto& r = e.rules->rules()[o.rule_index];
+    items.push_back({o.key, *e.rules->find_policy(r.policy), r.cost});
+  }
+  return items;
+}
+
+void record(rule_outcome& out, std::error_code ec, const decision& d) {
+  out.result = d;
+  if (ec) {
+    out.error = ec;
+    out.skipped = true;
+  }
+}
+
+}  // namespace
+
 void start_evaluate(limiter lim, evaluation planned, std::function<void(evaluation)> done) {
   struct state {
     evaluation e;
     std::function<void(evaluation)> done;
     std::atomic<std::size_t> pending{0};
+    void one_done() {
+      // Each handler writes only its own outcomes; the last one to finish (acq_rel on the
+      // counter orders the writes before it) completes the evaluation.
+      if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        finish(e);
+        done(std::move(e));
+      }
+    }
   };
   auto st = std::make_shared<state>();
   st->e = std::move(planned);
   st->done = std::move(done);
-  std::vector<std::size_t> to_check;
-  for (std::size_t i = 0; i < st->e.outcomes.size(); ++i) {
-    if (!st->e.outcomes[i].skipped) to_check.push_back(i);
-  }
-  if (to_check.empty()) {
+  const auto parts = split_outcomes(st->e);
+  const std::size_t calls = parts.alone.size() + (parts.together.empty() ? 0 : 1);
+  if (calls == 0) {
     finish(st->e);
     st->done(std::move(st->e));
     return;
   }
-  // Each handler writes only its own outcome; the last one to finish (acq_rel on the
-  // counter orders the writes before it) completes the evaluation.
-  st->pending.store(to_check.size(), std::memory_order_relaxed);
-  for (auto i : to_check) {
+  st->pending.store(calls, std::memory_order_relaxed);
+  if (!parts.together.empty()) {
+    lim.async_check_all(items_of(st->e, parts.together),
+                        [st, which = parts.together](std::error_code ec, std::vector<decision> ds) {
+                          for (std::size_t j = 0; j < which.size(); ++j) {
+                            record(st->e.outcomes[which[j]], ec,
+                                   j < ds.size() ? ds[j] : decision{});
+                          }
+                          st->one_done();
+                        });
+  }
+  for (auto i : parts.alone) {
     const auto& o = st->e.outcomes[i];
     const auto& r = st->e.rules->rules()[o.rule_index];
     const auto* p = st->e.rules->find_policy(r.policy);
     lim.async_check(o.key, *p, r.cost, [st, i](std::error_code ec, decision d) {
-      auto& out = st->e.outcomes[i];
-      out.result = d;
-      if (ec) {
-        out.error = ec;
-        out.skipped = true;
-      }
-      if (st->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        finish(st->e);
-        st->done(std::move(st->e));
-      }
+      record(st->e.outcomes[i], ec, d);
+      st->one_done();
     });
   }
 }
@@ -114,15 +170,21 @@ void start_evaluate(limiter lim, evaluation planned, std::function<void(evaluati
 
 evaluation evaluate(limiter& lim, std::shared_ptr<const rule_set> rules, const request_facts& req) {
   auto e = detail::plan(std::move(rules), req);
-  for (auto& o : e.outcomes) {
-    if (o.skipped) continue;
+  if (!e.rules) return e;
+  const auto parts = detail::split_outcomes(e);
+  if (!parts.together.empty()) {
+    std::error_code ec;
+    const auto ds = lim.check_all(detail::items_of(e, parts.together), ec);
+    for (std::size_t j = 0; j < parts.together.size(); ++j) {
+      detail::record(e.outcomes[parts.together[j]], ec, j < ds.size() ? ds[j] : decision{});
+    }
+  }
+  for (auto i : parts.alone) {
+    auto& o = e.outcomes[i];
     const auto& r = e.rules->rules()[o.rule_index];
     std::error_code ec;
-    o.result = lim.check(o.key, *e.rules->find_policy(r.policy), r.cost, ec);
-    if (ec) {
-      o.error = ec;
-      o.skipped = true;
-    }
+    const auto d = lim.check(o.key, *e.rules->find_policy(r.policy), r.cost, ec);
+    detail::record(o, ec, d);
   }
   finish(e);
   return e;

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <new>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -259,10 +260,15 @@ struct alignas(64) shard {
 
 class memory_backend final : public backend {
  public:
+  static constexpr std::size_t min_shard_keys = 1024;
+
   explicit memory_backend(memory_options o)
       : clock_(o.time_source ? std::move(o.time_source) : default_clock()),
-        // Never more shards than keys, so shards x per-shard limit stays within max_keys.
-        shards_(std::clamp<std::size_t>(o.shards, 1, std::max<std::size_t>(1, o.max_keys))),
+        // Each shard holds at least min_shard_keys (or everything), so that hashing's uneven
+        // spread cannot fill one shard, and evict from it, far below max_keys: with one key
+        // per shard, two keys of one shard would already push each other out.
+        shards_(std::clamp<std::size_t>(o.shards, 1,
+                                        std::max<std::size_t>(1, o.max_keys / min_shard_keys))),
         per_shard_limit_(std::max<std::size_t>(1, o.max_keys / shards_.size())) {}
 
   std::error_code decide(std::string_view key, const policy& p, std::uint64_t cost,
@@ -300,6 +306,78 @@ class memory_backend final : public backend {
     decision d;
     auto ec = decide(key, p, cost, d);
     handler(ec, d);
+  }
+
+  std::error_code decide_all(std::span<const check_item> items,
+                             std::vector<decision>& out) override {
+    out.clear();
+    if (items.empty()) return {};
+    if (items.size() == 1) {
+      out.resize(1);
+      return decide(items[0].key, items[0].policy, items[0].cost, out[0]);
+    }
+    const std::int64_t now_ms = clock_->now().count() / 1000;
+    // Distinct keys become buckets (items on one key spend from one bucket). A linear
+    // search: a call holds a handful of items (the rules matching one request).
+    struct bucket_ref {
+      std::uint64_t hash;
+      std::string_view key;
+      std::size_t shard;
+    };
+    std::vector<bucket_ref> buckets;
+    std::vector<detail::token_bucket_item> math(items.size());
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const std::uint64_t h = hash_key(items[i].key);
+      std::size_t b = 0;
+      while (b < buckets.size() && !(buckets[b].hash == h && buckets[b].key == items[i].key)) ++b;
+      if (b == buckets.size()) buckets.push_back({h, items[i].key, (h >> 32) % shards_.size()});
+      math[i] = {detail::to_params(items[i].policy, items[i].cost), b};
+    }
+    // Every shard involved is locked, each once, in ascending order: two calls can never
+    // wait for each other in a cycle, and decide() holds only one shard at a time.
+    std::vector<std::size_t> order;
+    order.reserve(buckets.size());
+    for (const auto& b : buckets) order.push_back(b.shard);
+    std::sort(order.begin(), order.end());
+    order.erase(std::unique(order.begin(), order.end()), order.end());
+    std::vector<std::unique_lock<std::mutex>> locks;
+    locks.reserve(order.size());
+    for (const auto i : order) locks.emplace_back(shards_[i].mu);
+
+    std::vector<std::optional<detail::token_bucket_state>> prev(buckets.size());
+    for (std::size_t b = 0; b < buckets.size(); ++b) {
+      const slot* f = shards_[buckets[b].shard].table.find(buckets[b].hash, buckets[b].key);
+      if (f != nullptr && f->full_at_ms > now_ms) prev[b] = f->bucket;
+    }
+    const auto m = detail::token_bucket_decide_all(math, prev, now_ms);
+    if (m.allowed) {
+      for (std::size_t b = 0; b < buckets.size(); ++b) {
+        if (!m.next[b]) continue;
+        shard& s = shards_[buckets[b].shard];
+        const std::int64_t full_at_ms = now_ms + m.ttl_ms[b];
+        // Re-found: an insert into the same shard may have moved slots around.
+        slot* f = s.table.find(buckets[b].hash, buckets[b].key);
+        if (f != nullptr) {
+          f->bucket = *m.next[b];
+          f->full_at_ms = full_at_ms;
+        } else {
+          make_room(s, now_ms, buckets[b].hash);
+          s.table.insert(buckets[b].hash, buckets[b].key, *m.next[b], full_at_ms);
+        }
+        s.next_sweep_ms = std::min(s.next_sweep_ms, full_at_ms);
+      }
+    }
+    out.reserve(items.size());
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      out.push_back(detail::to_decision(m.items[i], items[i].policy.capacity));
+    }
+    return {};
+  }
+
+  void async_decide_all(std::span<const check_item> items, decide_all_handler handler) override {
+    std::vector<decision> ds;
+    auto ec = decide_all(items, ds);
+    handler(ec, std::move(ds));
   }
 
  private:

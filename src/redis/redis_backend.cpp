@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -57,7 +58,8 @@ redis::connection_config make_config(const redis_options& o, const redis_url& u,
   // Loading the script on every connection makes EVALSHA work after a restart at once;
   // NOSCRIPT (after SCRIPT FLUSH) is still handled per call.
   redis::append_command(c.handshake, {"SCRIPT", "LOAD", detail::lua_token_bucket.source});
-  ++c.handshake_replies;
+  redis::append_command(c.handshake, {"SCRIPT", "LOAD", detail::lua_token_bucket_multi.source});
+  c.handshake_replies += 2;
   c.connect_timeout = o.connect_timeout;
   c.command_timeout = o.command_timeout;
   c.max_in_flight = o.max_in_flight;
@@ -65,6 +67,42 @@ redis::connection_config make_config(const redis_options& o, const redis_url& u,
   c.backoff_max = o.reconnect_backoff_max;
   c.name = c.tls.context ? "sluice redis (TLS)" : "sluice redis";
   return c;
+}
+
+// The EVAL retry after NOSCRIPT is a second request, which the connection would give a whole
+// command timeout of its own. This holds the decision's handler with a timer at the first
+// attempt's deadline: whichever comes first, the retry's reply or the deadline, completes it
+// (both on the I/O thread), so a decision never takes longer than one command timeout.
+template <class Handler>
+struct deadline_guard {
+  deadline_guard(asio::io_context& io, Handler h) : timer(io), handler(std::move(h)) {}
+  asio::steady_timer timer;
+  Handler handler;  // empty once called
+
+  template <class Result>
+  void complete(std::error_code ec, Result&& r) {
+    if (!handler) return;
+    timer.cancel();
+    std::exchange(handler, nullptr)(ec, std::forward<Result>(r));
+  }
+};
+
+// Null (and `handler` completed with backend_timeout) when the deadline has passed already.
+template <class Handler>
+std::shared_ptr<deadline_guard<Handler>> guard_until(asio::io_context& io,
+                                                     std::chrono::steady_clock::time_point deadline,
+                                                     Handler&& handler) {
+  if (std::chrono::steady_clock::now() >= deadline) {
+    handler(make_error_code(errc::backend_timeout), {});
+    return nullptr;
+  }
+  auto g = std::make_shared<deadline_guard<std::decay_t<Handler>>>(io, std::move(handler));
+  g->timer.expires_at(deadline);
+  g->timer.async_wait([g](boost::system::error_code ec) {
+    if (ec || !g->handler) return;
+    std::exchange(g->handler, nullptr)(make_error_code(errc::backend_timeout), {});
+  });
+  return g;
 }
 
 class redis_backend final : public backend {
@@ -100,6 +138,90 @@ class redis_backend final : public backend {
     } else {
       thread_.join();
     }
+  }
+
+  std::error_code decide_all(std::span<const check_item> items,
+                             std::vector<decision>& out) override {
+    out.clear();
+    if (items.empty()) return {};
+    if (std::this_thread::get_id() == thread_.get_id())
+      return make_error_code(errc::backend_unavailable);
+    // await_decision carries one decision; the vector travels beside it.
+    auto result = std::make_shared<std::vector<decision>>();
+    decision unused;
+    const auto ec = detail::await_decision(
+        [&](decide_handler done) {
+          async_decide_all(items, [result, done = std::move(done)](std::error_code ec,
+                                                                   std::vector<decision> ds) {
+            *result = std::move(ds);
+            done(ec, {});
+          });
+        },
+        wait_limit_, unused);
+    if (!ec) out = std::move(*result);
+    return ec;
+  }
+
+  void async_decide_all(std::span<const check_item> items, decide_all_handler handler) override {
+    if (items.size() <= 1) {
+      if (items.empty()) {
+        handler({}, {});
+        return;
+      }
+      // One item: the single-key script, exactly as fast as async_decide.
+      async_decide(items[0].key, items[0].policy, items[0].cost,
+                   [handler = std::move(handler)](std::error_code ec, decision d) {
+                     if (ec) return handler(ec, {});
+                     handler(ec, std::vector<decision>{d});
+                   });
+      return;
+    }
+    for (const auto& it : items) {
+      if (it.policy.algorithm != algorithm::token_bucket) {
+        handler(make_error_code(errc::unsupported_algorithm), {});
+        return;
+      }
+    }
+    // The keys and parameters the command is built from, kept for a NOSCRIPT re-send.
+    struct call {
+      std::vector<std::string> full_keys;
+      std::vector<redis::multi_key> keys;
+      std::vector<std::uint64_t> capacities;
+    };
+    auto c = std::make_shared<call>();
+    c->full_keys.reserve(items.size());
+    for (const auto& it : items) {
+      c->full_keys.push_back(prefix_ + std::string(it.key));
+      c->capacities.push_back(it.policy.capacity);
+    }
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      c->keys.push_back({c->full_keys[i], detail::to_params(items[i].policy, items[i].cost)});
+    }
+    std::string command;
+    redis::append_token_bucket_multi_command(command, redis::script_call::evalsha, c->keys);
+    const auto deadline = std::chrono::steady_clock::now() + command_timeout_;
+    core_->conn->async_exec(
+        std::move(command),
+        [conn = core_->conn, io = &core_->io, deadline, c, handler = std::move(handler)](
+            std::error_code ec, redis::reply_ptr reply) mutable {
+          if (ec) return handler(ec, {});
+          if (redis::is_error(*reply, "NOSCRIPT")) {
+            // As for one key: send the source once; EVAL caches it again.
+            auto g = guard_until(*io, deadline, std::move(handler));
+            if (!g) return;
+            std::string eval;
+            redis::append_token_bucket_multi_command(eval, redis::script_call::eval, c->keys);
+            conn->async_exec(std::move(eval), [c, g](std::error_code ec2, redis::reply_ptr r2) {
+              std::vector<decision> ds;
+              if (!ec2) ec2 = redis::to_decisions(*r2, c->capacities, ds);
+              g->complete(ec2, std::move(ds));
+            });
+            return;
+          }
+          std::vector<decision> ds;
+          ec = redis::to_decisions(*reply, c->capacities, ds);
+          handler(ec, std::move(ds));
+        });
   }
 
   std::error_code decide(std::string_view key, const policy& p, std::uint64_t cost,
@@ -139,7 +261,16 @@ class redis_backend final : public backend {
           if (redis::parse_token_bucket_reply(*reply, o) == redis::script_reply::noscript) {
             // The server lost its scripts (SCRIPT FLUSH): send the source once. EVAL
             // caches it again, so later calls go back to EVALSHA.
-            resend_as_eval(conn, io, deadline, full_key, params, capacity, std::move(handler));
+            auto g = guard_until(*io, deadline, std::move(handler));
+            if (!g) return;
+            std::string eval;
+            redis::append_token_bucket_command(eval, redis::script_call::eval, full_key, params);
+            conn->async_exec(std::move(eval),
+                             [capacity, g](std::error_code ec2, redis::reply_ptr r2) {
+                               decision d;
+                               if (!ec2) ec2 = redis::to_decision(*r2, capacity, d);
+                               g->complete(ec2, d);
+                             });
             return;
           }
           decision d;
@@ -149,39 +280,6 @@ class redis_backend final : public backend {
   }
 
  private:
-  // The EVAL retry after NOSCRIPT. The connection would give it a whole command timeout of
-  // its own; a timer at the first attempt's deadline keeps the decision within one.
-  // Runs on the I/O thread (the first reply's handler).
-  static void resend_as_eval(const std::shared_ptr<redis::connection>& conn, asio::io_context* io,
-                             std::chrono::steady_clock::time_point deadline,
-                             const std::string& full_key, const detail::token_bucket_params& params,
-                             std::uint64_t capacity, decide_handler handler) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      handler(make_error_code(errc::backend_timeout), {});
-      return;
-    }
-    struct once {
-      explicit once(asio::io_context& io, decide_handler h) : timer(io), handler(std::move(h)) {}
-      asio::steady_timer timer;
-      decide_handler handler;  // empty once called: the I/O thread runs both completions
-    };
-    auto op = std::make_shared<once>(*io, std::move(handler));
-    op->timer.expires_at(deadline);
-    op->timer.async_wait([op](boost::system::error_code ec) {
-      if (ec || !op->handler) return;
-      std::exchange(op->handler, nullptr)(make_error_code(errc::backend_timeout), {});
-    });
-    std::string eval;
-    redis::append_token_bucket_command(eval, redis::script_call::eval, full_key, params);
-    conn->async_exec(std::move(eval), [capacity, op](std::error_code ec, redis::reply_ptr r) {
-      if (!op->handler) return;
-      op->timer.cancel();
-      decision d;
-      if (!ec) ec = redis::to_decision(*r, capacity, d);
-      std::exchange(op->handler, nullptr)(ec, d);
-    });
-  }
-
   std::string prefix_;
   std::chrono::nanoseconds wait_limit_;
   std::chrono::milliseconds command_timeout_;

@@ -42,6 +42,80 @@ void append_token_bucket_command(std::string& out, script_call call, std::string
   append_command(out, args.data(), now_ms ? 8 : 7);
 }
 
+namespace {
+
+void append_multi(std::string& out, script_call call, const detail::lua_script& script,
+                  std::span<const multi_key> keys, std::optional<std::int64_t> now_ms) {
+  std::vector<decimal> numbers;
+  numbers.reserve(3 * keys.size() + 2);
+  numbers.emplace_back(static_cast<std::int64_t>(keys.size()));
+  for (const auto& k : keys) {
+    numbers.emplace_back(k.params.capacity_ut);
+    numbers.emplace_back(k.params.rate_ut_per_ms);
+    numbers.emplace_back(k.params.cost_ut);
+  }
+  if (now_ms) numbers.emplace_back(*now_ms);
+  std::vector<std::string_view> args;
+  args.reserve(3 + 4 * keys.size() + 1);
+  args.push_back(call == script_call::evalsha ? "EVALSHA" : "EVAL");
+  args.push_back(call == script_call::evalsha ? script.sha1 : script.source);
+  args.push_back(numbers[0].view());
+  for (const auto& k : keys) args.push_back(k.full_key);
+  for (std::size_t i = 1; i < numbers.size(); ++i) args.push_back(numbers[i].view());
+  append_command(out, args.data(), args.size());
+}
+
+}  // namespace
+
+void append_token_bucket_multi_command(std::string& out, script_call call,
+                                       std::span<const multi_key> keys,
+                                       std::optional<std::int64_t> now_ms) {
+  append_multi(out, call, detail::lua_token_bucket_multi, keys, now_ms);
+}
+
+void append_token_bucket_refund_command(std::string& out, script_call call,
+                                        std::span<const multi_key> keys) {
+  append_multi(out, call, detail::lua_token_bucket_refund, keys, std::nullopt);
+}
+
+script_reply parse_token_bucket_multi_reply(const redisReply& reply, std::size_t n,
+                                            std::vector<detail::token_bucket_outcome>& out) {
+  out.clear();
+  if (reply.type == REDIS_REPLY_ERROR) {
+    return is_error(reply, "NOSCRIPT") ? script_reply::noscript : script_reply::failed;
+  }
+  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != n) return script_reply::malformed;
+  out.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const redisReply* e = reply.element[i];
+    // An error inside the array is nonsense too: the script replies with errors whole.
+    if (!e || e->type != REDIS_REPLY_ARRAY) return script_reply::malformed;
+    if (parse_token_bucket_reply(*e, out[i]) != script_reply::decided)
+      return script_reply::malformed;
+  }
+  return script_reply::decided;
+}
+
+std::error_code to_decisions(const redisReply& reply, std::span<const std::uint64_t> capacities,
+                             std::vector<decision>& out) {
+  std::vector<detail::token_bucket_outcome> os;
+  switch (parse_token_bucket_multi_reply(reply, capacities.size(), os)) {
+    case script_reply::decided:
+      out.clear();
+      out.reserve(os.size());
+      for (std::size_t i = 0; i < os.size(); ++i) {
+        out.push_back(detail::to_decision(os[i], capacities[i]));
+      }
+      return {};
+    case script_reply::noscript:
+    case script_reply::failed:
+      return make_error_code(errc::backend_script_error);
+    case script_reply::malformed:
+      break;
+  }
+  return make_error_code(errc::backend_protocol_error);
+}
+
 script_reply parse_token_bucket_reply(const redisReply& reply,
                                       detail::token_bucket_outcome& out) noexcept {
   if (reply.type == REDIS_REPLY_ERROR) {

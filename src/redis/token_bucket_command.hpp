@@ -3,9 +3,11 @@
 // lua/token_bucket.lua (ARGV per the comment at its top) and its reply as a decision.
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 #include <sluice/decision.hpp>
 
@@ -39,5 +41,31 @@ script_reply parse_token_bucket_reply(const redisReply& reply,
 /// `decided`.
 std::error_code to_decision(const redisReply& reply, std::uint64_t capacity,
                             decision& out) noexcept;
+
+/// One key of a multi-key script call: the prefixed key and its parameters.
+struct multi_key {
+  std::string_view full_key;
+  detail::token_bucket_params params;
+};
+
+/// Appends `EVALSHA <sha> n <key1..keyn> <cap1> <rate1> <cost1> ... [now_ms]` of
+/// lua/token_bucket_multi.lua (or EVAL with its source) to `out`.
+void append_token_bucket_multi_command(std::string& out, script_call call,
+                                       std::span<const multi_key> keys,
+                                       std::optional<std::int64_t> now_ms = std::nullopt);
+
+/// Appends `EVALSHA <sha> n <keys> <cap> <rate> <tokens back> ...` of
+/// lua/token_bucket_refund.lua (`params.cost_ut` is what goes back), or EVAL.
+void append_token_bucket_refund_command(std::string& out, script_call call,
+                                        std::span<const multi_key> keys);
+
+/// Reads the multi script's reply: `n` outcomes (remaining as whole tokens) in `out`.
+script_reply parse_token_bucket_multi_reply(const redisReply& reply, std::size_t n,
+                                            std::vector<detail::token_bucket_outcome>& out);
+
+/// parse_token_bucket_multi_reply, then the public decisions (capacities[i] is item i's);
+/// an error code for every case but `decided`.
+std::error_code to_decisions(const redisReply& reply, std::span<const std::uint64_t> capacities,
+                             std::vector<decision>& out);
 
 }  // namespace sluice::redis

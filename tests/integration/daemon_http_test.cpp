@@ -289,6 +289,29 @@ TEST(DaemonHttpTest, ShadowRulesCountButNeverDeny) {
       std::string::npos);
 }
 
+TEST(DaemonHttpTest, ForwardAuthDenialByOneRuleSpendsNoneOfTheOthers) {
+  sluiced_process d(R"(policies:
+  per_client: { capacity: 5, refill_per_second: 0.001 }
+  per_key:    { capacity: 1, refill_per_second: 0.001 }
+rules:
+  - { name: client, match: { path_prefix: / }, key: ip, policy: per_client }
+  - { name: key, match: { path_prefix: /api }, key: "header:X-API-Key", policy: per_key }
+)");
+  const header_list k1{{"X-API-Key", "k1"}};
+  EXPECT_EQ(http_request(d.port(), "GET", "/v1/auth/api/x", "", k1).status, 200);
+  // k1 is spent: these are denied by the key rule, and the client rule keeps its 4 tokens.
+  for (int i = 0; i < 3; ++i) {
+    auto r = http_request(d.port(), "GET", "/v1/auth/api/x", "", k1);
+    EXPECT_EQ(r.status, 429);
+    EXPECT_EQ(r.header("X-RateLimit-Limit"), "1");
+  }
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(http_request(d.port(), "GET", "/v1/auth/").status, 200) << i;
+  auto r = http_request(d.port(), "GET", "/v1/auth/");
+  EXPECT_EQ(r.status, 429);
+  EXPECT_EQ(r.header("X-RateLimit-Limit"), "5");
+}
+
 TEST(DaemonHttpTest, ForwardAuthIgnoresForwardedFactsFromAnUntrustedPeer) {
   std::string cfg = auth_config;
   cfg.replace(cfg.find("127.0.0.1/32"), 12, "10.0.0.0/8");

@@ -10,6 +10,7 @@
 
 #include "support/daemon_http_client.hpp"
 #include "support/daemon_sluiced.hpp"
+#include "support/redis_client.hpp"
 #include "support/redis_server.hpp"
 
 namespace sluice::test {
@@ -101,6 +102,46 @@ TEST(DaemonRedisTest, ForwardAuthThroughTwoDaemonsSharesTheBuckets) {
   EXPECT_EQ(other.load(), 0);
   // Ready: the backend is reachable.
   EXPECT_EQ(http_request(a.port(), "GET", "/readyz").status, 200);
+}
+
+// Two matching rules on Redis: once the second denies, /v1/auth answers 429 and the first
+// rule's bucket stays exactly as it was (all or nothing, one script for both keys).
+TEST(DaemonRedisTest, ForwardAuthDenialSpendsNoRulesTokens) {
+  redis_server redis;
+  sluiced_process d("backend: " + redis.url() + R"(
+backend_timeout_ms: 2000
+on_backend_failure: closed
+policies:
+  big: {capacity: 10, refill_per_second: 0.001}
+  tiny: {capacity: 2, refill_per_second: 0.001}
+rules:
+  - {name: first, match: {path_prefix: /}, key: ip, policy: big}
+  - {name: second, match: {path_prefix: /x}, key: ip, policy: tiny}
+)");
+  redis_client c(redis.port());
+  auto tokens = [&](const std::string& key) {
+    const auto v = c.get("sluice:" + key);
+    return v ? std::stoll(v->substr(0, v->find(' '))) / 1'000'000 : -1;
+  };
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(http_request(d.port(), "GET", "/v1/auth/x").status, 200);
+  EXPECT_EQ(tokens("first:big:ip=127.0.0.1"), 8);
+  EXPECT_EQ(tokens("second:tiny:ip=127.0.0.1"), 0);
+  for (int i = 0; i < 3; ++i) {
+    auto r = http_request(d.port(), "GET", "/v1/auth/x");
+    EXPECT_EQ(r.status, 429);
+    EXPECT_EQ(r.header("X-RateLimit-Limit"), "2");  // the denying rule binds
+  }
+  EXPECT_EQ(tokens("first:big:ip=127.0.0.1"), 8);  // the three denials spent nothing
+  // Exactly 8 more requests that only the first rule matches get through.
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(http_request(d.port(), "GET", "/v1/auth/y").status, 200) << i;
+  EXPECT_EQ(http_request(d.port(), "GET", "/v1/auth/y").status, 429);
+  auto m = http_request(d.port(), "GET", "/metrics").body;
+  EXPECT_NE(
+      m.find(
+          R"(sluice_decisions_total{endpoint="auth",policy="tiny",result="denied",rule="second"} 3)"),
+      std::string::npos)
+      << m;
 }
 
 TEST(DaemonRedisTest, ReadyzFollowsTheBackend) {

@@ -48,6 +48,26 @@ TEST(SentinelBackendTest, DiscoversTheMaster) {
   EXPECT_TRUE(master.get("sluice:disc").has_value());
 }
 
+TEST(SentinelBackendTest, CheckAllIsAllOrNothingOnTheMaster) {
+  redis_sentinel_group group;
+  auto lim = limiter::from_url(group.url());
+  const auto wide = bucket(5, failure_mode::closed), narrow = bucket(1, failure_mode::closed);
+  const std::vector<check_item> items{{"w", wide, 1}, {"n", narrow, 1}};
+  auto ds = lim.check_all(items);
+  ASSERT_EQ(ds.size(), 2u);
+  EXPECT_FALSE(ds[0].degraded) << ds[0].backend_error.message();
+  EXPECT_TRUE(all_allowed(ds));
+  ds = lim.check_all(items);
+  EXPECT_TRUE(ds[0].allowed);
+  EXPECT_FALSE(ds[1].allowed);
+  EXPECT_EQ(ds[0].remaining, 4u);
+  // The denied call left "w" as it was on the master.
+  redis_client master(group.data_node(0).port());
+  const auto v = master.get("sluice:w");
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(std::stoll(v->substr(0, v->find(' '))) / 1'000'000, 4);
+}
+
 // Checks in a loop on a few keys until stopped, remembering the worst latency and when the
 // last degraded decision happened.
 struct load {

@@ -234,10 +234,52 @@ TEST(HttpEvaluateTest, EveryNonShadowRuleMustAllowAndTheTightestBinds) {
   const auto e = evaluate(fx.lim, rules, fx.req("GET", "/api/x"));
   EXPECT_FALSE(e.allowed);
   EXPECT_EQ(e.binding, 1u);
-  EXPECT_TRUE(e.outcomes[0].result.allowed);  // independent checks: this one spent a token
-  EXPECT_EQ(e.outcomes[0].result.remaining, 6u);
-  // A different path has its own narrow bucket.
-  EXPECT_TRUE(evaluate(fx.lim, rules, fx.req("GET", "/api/y")).allowed);
+  // All or nothing: the rules that would have allowed spent nothing.
+  EXPECT_TRUE(e.outcomes[0].result.allowed);
+  EXPECT_EQ(e.outcomes[0].result.remaining, 7u);
+  EXPECT_EQ(e.outcomes[2].result.remaining, 7u);
+  // A different path has its own narrow bucket; per-ip still had 7.
+  const auto other = evaluate(fx.lim, rules, fx.req("GET", "/api/y"));
+  EXPECT_TRUE(other.allowed);
+  EXPECT_EQ(other.outcomes[0].result.remaining, 6u);
+}
+
+TEST(HttpEvaluateTest, SecondRuleDeniesFirstRulesBucketUntouched) {
+  fixture fx;
+  auto rules = std::make_shared<const rule_set>(
+      std::map<std::string, policy, std::less<>>{
+          {"big", bucket(10, 1)}, {"tiny", bucket(2, 1)}, {"watch", bucket(100, 1)}},
+      std::vector<rule>{make_rule("first", "/", "ip", "big"),
+                        make_rule("second", "/x", "ip", "tiny"),
+                        make_rule("shadow", "/", "ip", "watch", true)});
+  // Two requests only the first rule matches; then /x, which both match, until tiny is empty.
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(evaluate(fx.lim, rules, fx.req("GET", "/")).allowed);
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(evaluate(fx.lim, rules, fx.req("GET", "/x")).allowed);
+  for (int i = 0; i < 5; ++i) {
+    const auto e = evaluate(fx.lim, rules, fx.req("GET", "/x"));
+    ASSERT_FALSE(e.allowed);
+    ASSERT_EQ(e.outcomes.size(), 3u);
+    EXPECT_EQ(e.binding, 1u);
+    EXPECT_FALSE(e.outcomes[1].result.allowed);
+    EXPECT_EQ(e.outcomes[1].result.retry_after, milliseconds(1000));
+    EXPECT_TRUE(e.outcomes[0].result.allowed);
+    EXPECT_EQ(e.outcomes[0].result.remaining, 6u);  // 10 - 4, denials spent nothing
+    // The shadow rule decides on its own: it spends on denied requests too.
+    EXPECT_EQ(e.outcomes[2].result.remaining, std::uint64_t(100 - 5 - i));
+  }
+  // The first rule's bucket holds exactly 6: six requests to / pass, the seventh does not.
+  for (int i = 0; i < 6; ++i) EXPECT_TRUE(evaluate(fx.lim, rules, fx.req("GET", "/")).allowed) << i;
+  EXPECT_FALSE(evaluate(fx.lim, rules, fx.req("GET", "/")).allowed);
+
+  // The asynchronous evaluation is all-or-nothing too.
+  fx.clock->advance(seconds(100));  // everything full again
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(evaluate(fx.lim, rules, fx.req("GET", "/x")).allowed);
+  std::promise<evaluation> p;
+  async_evaluate(fx.lim, rules, fx.req("GET", "/x"),
+                 [&p](evaluation e) { p.set_value(std::move(e)); });
+  const auto e = p.get_future().get();
+  EXPECT_FALSE(e.allowed);
+  EXPECT_EQ(e.outcomes[0].result.remaining, 8u);
 }
 
 TEST(HttpEvaluateTest, LongestWaitBindsAmongDenials) {
@@ -336,8 +378,7 @@ TEST(HttpEvaluateTest, ConcurrentAsyncEvaluationsAdmitExactlyTheCapacity) {
     });
   }
   for (auto& th : threads) th.join();
-  // Each rule's bucket hands out exactly its capacity, whatever the interleaving; a request
-  // is allowed exactly when both of its non-shadow rules allowed it.
+  // A request is allowed exactly when both of its non-shadow rules allowed it.
   int allowed = 0, a_allowed = 0, b_allowed = 0, s_allowed = 0;
   for (auto& p : promises) {
     const auto e = p.get_future().get();
@@ -358,10 +399,14 @@ TEST(HttpEvaluateTest, ConcurrentAsyncEvaluationsAdmitExactlyTheCapacity) {
       EXPECT_EQ(*e.binding, b.remaining < a.remaining ? 1u : 0u);
     }
   }
+  // All or nothing: a (the smaller) admits exactly 50 requests, b spends only for those,
+  // and b's outcomes say it would have allowed every request.
   EXPECT_EQ(a_allowed, 50);
-  EXPECT_EQ(b_allowed, 80);
+  EXPECT_EQ(allowed, 50);
+  EXPECT_EQ(b_allowed, n);
   EXPECT_EQ(s_allowed, 50);
-  EXPECT_LE(allowed, 50);
+  const auto last = evaluate(fx.lim, rules, fx.req("GET", "/x"));
+  EXPECT_EQ(last.outcomes[1].result.remaining, 30u);
 }
 
 TEST(HttpEvaluateTest, AsyncHandlerRunsOnItsExecutorNeverInline) {

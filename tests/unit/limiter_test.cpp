@@ -73,7 +73,8 @@ TEST(LimiterTest, RejectsInvalidInputBeforeTheBackend) {
 TEST(LimiterTest, AcceptsTheBoundaries) {
   auto lim = limiter::in_memory();
   std::error_code ec;
-  lim.check(std::string(max_key_size, 'k'), bucket(max_capacity, max_refill_per_second), max_capacity, ec);
+  lim.check(std::string(max_key_size, 'k'), bucket(max_capacity, max_refill_per_second),
+            max_capacity, ec);
   EXPECT_FALSE(ec);
   lim.check("k", bucket(1, min_refill_per_second), 1, ec);
   EXPECT_FALSE(ec);
@@ -87,6 +88,8 @@ TEST(LimiterTest, FailOpenAllowsAndMarksDegraded) {
   EXPECT_EQ(d.backend_error, errc::backend_timeout);
   EXPECT_EQ(d.limit, 10u);
   EXPECT_EQ(d.remaining, 7u);
+  // As if the bucket were full and spent 3: full again after 3 tokens at 1/s.
+  EXPECT_EQ(d.reset_after, milliseconds{3000});
   EXPECT_EQ(lim.stats().degraded_open, 1u);
   EXPECT_EQ(lim.stats().backend_errors, 1u);
 }
@@ -147,7 +150,8 @@ TEST(LimiterTest, AsyncReportsInvalidInputAndAppliesFailureModes) {
   // std::error_code is not Asio's error type, so use_future yields (ec, decision).
   auto bad = lim.async_check("", bucket(1, 1), 1, boost::asio::use_future).get();
   EXPECT_EQ(std::get<0>(bad), errc::empty_key);
-  auto [ec, d] = lim.async_check("k", bucket(1, 1, failure_mode::closed), 1, boost::asio::use_future).get();
+  auto [ec, d] =
+      lim.async_check("k", bucket(1, 1, failure_mode::closed), 1, boost::asio::use_future).get();
   EXPECT_FALSE(ec);
   EXPECT_FALSE(d.allowed);
   EXPECT_TRUE(d.degraded);
@@ -169,11 +173,13 @@ class counting_backend final : public backend {
  public:
   explicit counting_backend(std::shared_ptr<backend> inner) : inner_(std::move(inner)) {}
   int calls = 0;
-  std::error_code decide(std::string_view k, const policy& p, std::uint64_t c, decision& d) override {
+  std::error_code decide(std::string_view k, const policy& p, std::uint64_t c,
+                         decision& d) override {
     ++calls;
     return inner_->decide(k, p, c, d);
   }
-  void async_decide(std::string_view k, const policy& p, std::uint64_t c, decide_handler h) override {
+  void async_decide(std::string_view k, const policy& p, std::uint64_t c,
+                    decide_handler h) override {
     ++calls;
     inner_->async_decide(k, p, c, std::move(h));
   }
@@ -185,8 +191,8 @@ class counting_backend final : public backend {
 class DenyCacheTest : public ::testing::Test {
  protected:
   std::shared_ptr<manual_clock> clock_ = std::make_shared<manual_clock>();
-  std::shared_ptr<counting_backend> counted_ = std::make_shared<counting_backend>(
-      make_memory_backend({.time_source = clock_}));
+  std::shared_ptr<counting_backend> counted_ =
+      std::make_shared<counting_backend>(make_memory_backend({.time_source = clock_}));
   limiter lim_{counted_, nullptr, clock_};
   policy p_ = [] {
     policy p = bucket(2, 1);
@@ -241,6 +247,139 @@ TEST_F(DenyCacheTest, AsyncChecksUseTheCacheToo) {
   EXPECT_FALSE(ec);
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(counted_->calls, 3);
+}
+
+}  // namespace
+}  // namespace sluice
+
+namespace sluice {
+namespace {
+
+TEST(LimiterCheckAllTest, ValidatesEveryItemBeforeTheBackend) {
+  auto fb = std::make_shared<failing_backend>(errc::backend_unavailable);
+  limiter lim(fb);
+  const auto p = bucket(10, 1);
+  std::error_code ec;
+  auto ds = lim.check_all(std::vector<check_item>{{"a", p, 1}, {"b", p, 11}}, ec);
+  EXPECT_EQ(ec, errc::cost_exceeds_capacity);
+  EXPECT_TRUE(ds.empty());
+  ds = lim.check_all(std::vector<check_item>{{"", p, 1}, {"b", p, 1}}, ec);
+  EXPECT_EQ(ec, errc::empty_key);
+  EXPECT_EQ(fb->calls, 0);
+  EXPECT_EQ(lim.stats().invalid, 2u);
+  EXPECT_THROW(lim.check_all(std::vector<check_item>{{"k", bucket(0, 1), 1}}), std::system_error);
+  ds = lim.check_all({}, ec);
+  EXPECT_FALSE(ec);
+  EXPECT_TRUE(ds.empty());
+  EXPECT_EQ(fb->calls, 0);
+}
+
+TEST(LimiterCheckAllTest, AllOrNothingOnTheMemoryBackend) {
+  auto clock = std::make_shared<manual_clock>();
+  auto mem = make_memory_backend({.time_source = clock});
+  limiter lim(mem, mem);
+  const auto a = bucket(5, 1), b = bucket(1, 1);
+  auto ds = lim.check_all(std::vector<check_item>{{"a", a, 1}, {"b", b, 1}});
+  EXPECT_TRUE(all_allowed(ds));
+  ds = lim.check_all(std::vector<check_item>{{"a", a, 1}, {"b", b, 1}});
+  EXPECT_FALSE(all_allowed(ds));
+  EXPECT_TRUE(ds[0].allowed);
+  EXPECT_EQ(ds[0].remaining, 4u);  // not spent
+  EXPECT_EQ(ds[1].retry_after, milliseconds{1000});
+  EXPECT_EQ(lim.check("a", a).remaining, 3u);
+  const auto s = lim.stats();
+  EXPECT_EQ(s.allowed, 4u);  // per item: a, b, a (not spent), then the single check of a
+  EXPECT_EQ(s.denied, 1u);
+}
+
+TEST(LimiterCheckAllTest, FailureModesPerItem) {
+  limiter lim(std::make_shared<failing_backend>(errc::backend_timeout));
+  auto ds = lim.check_all(std::vector<check_item>{{"o", bucket(10, 1, failure_mode::open), 2},
+                                                  {"c", bucket(10, 2, failure_mode::closed), 3}});
+  ASSERT_EQ(ds.size(), 2u);
+  EXPECT_TRUE(ds[0].allowed);
+  EXPECT_EQ(ds[0].remaining, 8u);
+  EXPECT_FALSE(ds[1].allowed);
+  EXPECT_EQ(ds[1].retry_after, milliseconds{1500});
+  for (const auto& d : ds) {
+    EXPECT_TRUE(d.degraded);
+    EXPECT_EQ(d.backend_error, errc::backend_timeout);
+  }
+  const auto s = lim.stats();
+  EXPECT_EQ(s.backend_errors, 1u);  // one failed call
+  EXPECT_EQ(s.degraded_open, 1u);
+  EXPECT_EQ(s.degraded_closed, 1u);
+}
+
+TEST(LimiterCheckAllTest, LocalItemsAreAllOrNothingInTheFallback) {
+  auto clock = std::make_shared<manual_clock>();
+  auto local = make_memory_backend({.time_source = clock});
+  limiter lim(std::make_shared<failing_backend>(errc::backend_unavailable), local);
+  const auto big = bucket(5, 1, failure_mode::local), small = bucket(1, 1, failure_mode::local);
+  EXPECT_TRUE(all_allowed(lim.check_all(std::vector<check_item>{{"a", big, 1}, {"b", small, 1}})));
+  auto ds = lim.check_all(std::vector<check_item>{{"a", big, 1}, {"b", small, 1}});
+  EXPECT_FALSE(all_allowed(ds));
+  EXPECT_TRUE(ds[0].degraded && ds[1].degraded);
+  // The fallback spent nothing from "a" for the denied call.
+  decision d;
+  ASSERT_FALSE(local->decide("a", big, 4, d));
+  EXPECT_TRUE(d.allowed);
+  // A closed item denies the call, so the local items are not decided (nothing spent).
+  ds = lim.check_all(
+      std::vector<check_item>{{"fresh", big, 5}, {"c", bucket(1, 1, failure_mode::closed), 1}});
+  EXPECT_TRUE(ds[0].allowed);
+  EXPECT_FALSE(ds[1].allowed);
+  ASSERT_FALSE(local->decide("fresh", big, 5, d));
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(lim.stats().degraded_local, 5u);
+}
+
+TEST(LimiterCheckAllTest, AsyncHandlerNeverRunsInlineAndMatchesTheBlockingCall) {
+  boost::asio::io_context io;
+  auto lim = limiter::in_memory();
+  const auto a = bucket(2, 1), b = bucket(1, 1);
+  bool done = false;
+  std::string key = "a";  // copied before async_check_all returns
+  const std::vector<check_item> items{{key, a, 1}, {"b", b, 1}};
+  lim.async_check_all(
+      items, boost::asio::bind_executor(io, [&](std::error_code ec, std::vector<decision> ds) {
+        EXPECT_FALSE(ec);
+        EXPECT_TRUE(all_allowed(ds));
+        done = true;
+      }));
+  key = "changed";
+  EXPECT_FALSE(done);
+  io.run();
+  EXPECT_TRUE(done);
+  auto [ec, ds] = lim.async_check_all(std::vector<check_item>{{"a", a, 1}, {"b", b, 1}},
+                                      boost::asio::use_future)
+                      .get();
+  EXPECT_FALSE(ec);
+  ASSERT_EQ(ds.size(), 2u);
+  EXPECT_TRUE(ds[0].allowed);
+  EXPECT_FALSE(ds[1].allowed);
+  EXPECT_EQ(lim.check("a", a).remaining, 0u);  // "a" had 1 left: the denied call kept it
+  auto bad =
+      lim.async_check_all(std::vector<check_item>{{"a", a, 3}}, boost::asio::use_future).get();
+  EXPECT_EQ(std::get<0>(bad), errc::cost_exceeds_capacity);
+}
+
+TEST_F(DenyCacheTest, CheckAllIsAnsweredFromACachedDenialWithoutARoundTrip) {
+  lim_.check("k", p_);
+  lim_.check("k", p_);
+  ASSERT_FALSE(lim_.check("k", p_).allowed);  // cached now
+  const auto other = bucket(10, 1);
+  const int calls = counted_->calls;
+  const auto ds = lim_.check_all(std::vector<check_item>{{"other", other, 1}, {"k", p_, 1}});
+  EXPECT_EQ(counted_->calls, calls);
+  EXPECT_FALSE(all_allowed(ds));
+  EXPECT_TRUE(ds[0].allowed);
+  EXPECT_EQ(ds[0].remaining, 9u);  // not looked at: reported as if full
+  EXPECT_FALSE(ds[1].allowed);
+  EXPECT_EQ(ds[1].retry_after, milliseconds{1000});
+  EXPECT_EQ(lim_.stats().cached_denials, 1u);
+  // "other" spent nothing.
+  EXPECT_EQ(lim_.check("other", other, 10).remaining, 0u);
 }
 
 }  // namespace

@@ -132,3 +132,54 @@ TEST(RedisProtocolTest, BackoffDoublesUpToTheMaximum) {
 }
 
 }  // namespace
+
+namespace {
+
+using namespace sluice;
+
+TEST(RedisProtocolTest, FormatsTheMultiKeyCommandKeysThenArgvPerKey) {
+  const std::vector<redis::multi_key> keys{{"sluice:a", {10'000'000, 1000, 1'000'000}},
+                                           {"sluice:b", {2'000'000, 7, 2'000'000}}};
+  std::string out;
+  redis::append_token_bucket_multi_command(out, redis::script_call::evalsha, keys);
+  std::string want;
+  redis::append_command(
+      want, {"EVALSHA", detail::lua_token_bucket_multi.sha1, "2", "sluice:a", "sluice:b",
+             "10000000", "1000", "1000000", "2000000", "7", "2000000"});
+  EXPECT_EQ(out, want);
+  out.clear();
+  redis::append_token_bucket_multi_command(out, redis::script_call::eval, keys, 123);
+  EXPECT_NE(out.find(detail::lua_token_bucket_multi.source), std::string::npos);
+  EXPECT_TRUE(out.ends_with("$3\r\n123\r\n"));
+  out.clear();
+  redis::append_token_bucket_refund_command(out, redis::script_call::evalsha, keys);
+  EXPECT_NE(out.find(detail::lua_token_bucket_refund.sha1), std::string::npos);
+  EXPECT_NE(detail::lua_token_bucket_multi.sha1, detail::lua_token_bucket.sha1);
+}
+
+TEST(RedisProtocolTest, ReadsTheMultiKeyReply) {
+  const auto ok =
+      parse_one("*2\r\n*4\r\n:1\r\n:7\r\n:0\r\n:300\r\n*4\r\n:0\r\n:0\r\n:500\r\n:2000\r\n");
+  std::vector<decision> ds;
+  const std::uint64_t caps[] = {10, 2};
+  ASSERT_FALSE(redis::to_decisions(*ok, caps, ds));
+  ASSERT_EQ(ds.size(), 2u);
+  EXPECT_TRUE(ds[0].allowed);
+  EXPECT_EQ(ds[0].remaining, 7u);
+  EXPECT_EQ(ds[0].limit, 10u);
+  EXPECT_FALSE(ds[1].allowed);
+  EXPECT_EQ(ds[1].retry_after, 500ms);
+  EXPECT_EQ(ds[1].reset_after, 2000ms);
+  // One reply per key or it is nonsense; NOSCRIPT and script errors are errors.
+  const std::uint64_t three[] = {1, 1, 1};
+  EXPECT_EQ(redis::to_decisions(*ok, three, ds), errc::backend_protocol_error);
+  const auto nested_error = parse_one("*1\r\n-ERR x\r\n");
+  EXPECT_EQ(redis::to_decisions(*nested_error, std::span(caps, 1), ds),
+            errc::backend_protocol_error);
+  const auto noscript = parse_one("-NOSCRIPT No matching script.\r\n");
+  std::vector<detail::token_bucket_outcome> os;
+  EXPECT_EQ(redis::parse_token_bucket_multi_reply(*noscript, 2, os), redis::script_reply::noscript);
+  EXPECT_EQ(redis::to_decisions(*noscript, caps, ds), errc::backend_script_error);
+}
+
+}  // namespace

@@ -64,9 +64,13 @@ struct evaluation {
 
 /// Evaluates `req`: every matching rule whose key spec yields a key is checked with
 /// `lim` (all of them, shadow ones too, so shadow rules spend and count); the request is
-/// allowed unless a non-shadow rule denies. Each rule's check is independent: a rule that
-/// allowed has spent its tokens even when another rule denies. Blocks; thread-safe. Never
-/// throws for any request.
+/// allowed unless a non-shadow rule denies. The non-shadow rules are decided together with
+/// limiter::check_all, all or nothing: when one denies, no rule spends a token (atomic on
+/// the memory, Redis and Sentinel backends, and on Redis Cluster when their keys share a
+/// slot; see docs/cluster.md otherwise). A rule that would have allowed then reports
+/// `result.allowed == true` with its tokens untouched (`remaining` as it is). Shadow rules
+/// are each checked on their own and spend whatever the other rules decide. Blocks;
+/// thread-safe. Never throws for any request.
 evaluation evaluate(limiter& lim, std::shared_ptr<const rule_set> rules, const request_facts& req);
 
 namespace detail {
@@ -77,7 +81,8 @@ void start_evaluate(limiter lim, evaluation planned, std::function<void(evaluati
 }  // namespace detail
 
 /// Asynchronous evaluate(): the keys are derived (and `req.headers` read) before this
-/// returns, then all checks run concurrently through limiter::async_check. Completion
+/// returns, then the non-shadow rules' limiter::async_check_all and each shadow rule's
+/// limiter::async_check run concurrently. Completion
 /// signature: `void(sluice::http::evaluation)`. The handler never runs inline: it is posted
 /// to its associated executor (default: boost::asio::system_executor). `lim` and `req`
 /// need only live until this call returns. Thread-safe.

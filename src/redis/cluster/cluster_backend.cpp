@@ -3,8 +3,11 @@
 #include <sluice/error.hpp>
 #include <sluice/redis_cluster.hpp>
 
+#include <algorithm>
+#include <span>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/executor_work_guard.hpp>
@@ -14,6 +17,7 @@
 #include "core/await_decision.hpp"
 #include "redis/cluster/cluster_backend.hpp"
 #include "redis/cluster/cluster_client.hpp"
+#include "redis/cluster/key_slot.hpp"
 #include "redis/tls.hpp"
 
 namespace sluice {
@@ -26,6 +30,109 @@ struct io_core {
   asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
   std::shared_ptr<redis::cluster::cluster_client> client;
 };
+
+// A multi-key decision on a cluster: its items grouped by slot (in order of first
+// appearance). One group is one atomic script. Several are decided one after another;
+// when a group denies or fails, the groups before it (which spent) get their tokens back
+// by the refund script, and the groups after it are not asked.
+struct cross_slot_call {
+  struct group {
+    std::uint16_t slot;
+    std::vector<std::size_t> items;
+  };
+  std::shared_ptr<redis::cluster::cluster_client> client;
+  std::vector<std::string> keys;
+  std::vector<detail::token_bucket_params> params;
+  std::vector<policy> policies;
+  std::vector<std::uint64_t> costs;
+  std::vector<group> groups;
+  std::size_t next = 0;
+  std::vector<decision> out;
+  decide_all_handler done;
+
+  template <class T>
+  std::vector<T> pick(const std::vector<T>& all, const group& g) const {
+    std::vector<T> v;
+    v.reserve(g.items.size());
+    for (auto i : g.items) v.push_back(all[i]);
+    return v;
+  }
+};
+
+// Gives back what groups [0, upto) spent and makes their decisions say so.
+void refund_before(const std::shared_ptr<cross_slot_call>& c, std::size_t upto) {
+  for (std::size_t g = 0; g < upto; ++g) {
+    const auto& grp = c->groups[g];
+    std::vector<std::uint64_t> caps;
+    for (auto i : grp.items) caps.push_back(c->policies[i].capacity);
+    // Fire and forget: the answer does not wait; a failed refund is counted and leaves
+    // those tokens spent (an under-admission, never an over-admission).
+    c->client->submit_multi(redis::cluster::multi_kind::refund, c->pick(c->keys, grp),
+                            c->pick(c->params, grp), std::move(caps),
+                            [](std::error_code, std::vector<decision>) {});
+    // Report each item's bucket as it was before the call: what the last item on its key
+    // left, plus everything this call spent on that key.
+    for (auto i : grp.items) {
+      std::uint64_t spent = 0;
+      std::size_t last = i;
+      for (auto j : grp.items) {
+        if (c->keys[j] != c->keys[i]) continue;
+        spent += c->costs[j];
+        last = j;
+      }
+      auto& d = c->out[i];
+      const auto& p = c->params[i];
+      const auto after = c->out[last];
+      d.remaining = std::min(c->policies[i].capacity, after.remaining + spent);
+      const auto back_ms =
+          static_cast<std::int64_t>(spent) * detail::micro_tokens_per_token / p.rate_ut_per_ms;
+      d.reset_after = std::max(std::chrono::milliseconds{0},
+                               after.reset_after - std::chrono::milliseconds{back_ms});
+    }
+  }
+}
+
+void next_group(std::shared_ptr<cross_slot_call> c) {
+  if (c->next == c->groups.size()) {
+    auto done = std::move(c->done);
+    done({}, std::move(c->out));
+    return;
+  }
+  const auto& grp = c->groups[c->next];
+  std::vector<std::uint64_t> caps;
+  for (auto i : grp.items) caps.push_back(c->policies[i].capacity);
+  auto client = c->client;
+  client->submit_multi(
+      redis::cluster::multi_kind::decide, c->pick(c->keys, grp), c->pick(c->params, grp),
+      std::move(caps), [c](std::error_code ec, std::vector<decision> ds) mutable {
+        const auto& g = c->groups[c->next];
+        if (ec || ds.size() != g.items.size()) {
+          refund_before(c, c->next);
+          auto done = std::move(c->done);
+          done(ec ? ec : make_error_code(errc::backend_protocol_error), {});
+          return;
+        }
+        for (std::size_t j = 0; j < ds.size(); ++j) c->out[g.items[j]] = ds[j];
+        if (!all_allowed(ds)) {
+          refund_before(c, c->next);
+          // Not asked: nothing to report but what `open` would (allowed, nothing spent).
+          for (std::size_t later = c->next + 1; later < c->groups.size(); ++later) {
+            for (auto i : c->groups[later].items) {
+              decision d;
+              d.allowed = true;
+              d.limit = c->policies[i].capacity;
+              d.remaining = c->policies[i].capacity - c->costs[i];
+              c->out[i] = d;
+            }
+          }
+          auto done = std::move(c->done);
+          done({}, std::move(c->out));
+          return;
+        }
+        ++c->next;
+        next_group(std::move(c));
+      });
+}
 
 class cluster_backend final : public redis::cluster::cluster_backend_base {
  public:
@@ -80,6 +187,65 @@ class cluster_backend final : public redis::cluster::cluster_backend_base {
     full_key.append(prefix_).append(key);
     core_->client->submit(std::move(full_key), detail::to_params(p, cost), p.capacity,
                           std::move(handler));
+  }
+
+  std::error_code decide_all(std::span<const check_item> items,
+                             std::vector<decision>& out) override {
+    out.clear();
+    if (items.empty()) return {};
+    if (std::this_thread::get_id() == thread_.get_id())
+      return make_error_code(errc::backend_unavailable);
+    auto result = std::make_shared<std::vector<decision>>();
+    decision unused;
+    // A cross-slot call takes a round trip per slot group: wait for all of them.
+    const auto ec = detail::await_decision(
+        [&](decide_handler done) {
+          async_decide_all(items, [result, done = std::move(done)](std::error_code ec,
+                                                                   std::vector<decision> ds) {
+            *result = std::move(ds);
+            done(ec, {});
+          });
+        },
+        wait_limit_ * static_cast<std::int64_t>(items.size()), unused);
+    if (!ec) out = std::move(*result);
+    return ec;
+  }
+
+  void async_decide_all(std::span<const check_item> items, decide_all_handler handler) override {
+    if (items.empty()) {
+      handler({}, {});
+      return;
+    }
+    if (items.size() == 1) {
+      async_decide(items[0].key, items[0].policy, items[0].cost,
+                   [handler = std::move(handler)](std::error_code ec, decision d) {
+                     if (ec) return handler(ec, {});
+                     handler(ec, std::vector<decision>{d});
+                   });
+      return;
+    }
+    auto c = std::make_shared<cross_slot_call>();
+    c->client = core_->client;
+    c->done = std::move(handler);
+    for (const auto& it : items) {
+      if (it.policy.algorithm != algorithm::token_bucket) {
+        c->done(make_error_code(errc::unsupported_algorithm), {});
+        return;
+      }
+      std::string full_key = prefix_ + std::string(it.key);
+      const std::uint16_t slot = redis::cluster::key_slot(full_key);
+      std::size_t g = 0;
+      while (g < c->groups.size() && c->groups[g].slot != slot) ++g;
+      if (g == c->groups.size()) c->groups.push_back({slot, {}});
+      c->groups[g].items.push_back(c->keys.size());
+      c->keys.push_back(std::move(full_key));
+      c->params.push_back(detail::to_params(it.policy, it.cost));
+      c->policies.push_back(it.policy);
+      c->costs.push_back(it.cost);
+    }
+    c->out.resize(items.size());
+    if (c->groups.size() > 1) core_->client->note_cross_slot();
+    next_group(std::move(c));
   }
 
   redis::cluster::cluster_stats stats() const noexcept override { return core_->client->stats(); }

@@ -15,10 +15,19 @@ namespace sluice::redis::cluster {
 namespace asio = boost::asio;
 
 struct cluster_client::op {
-  std::string key;
+  std::string key;  // routes the call (for a multi-key call: its first key)
   detail::token_bucket_params params;
   std::uint64_t capacity = 0;
   decide_handler handler;
+  // A multi-key call (all keys in one slot) instead of a single decision.
+  struct multi_call {
+    multi_kind kind = multi_kind::decide;
+    std::vector<std::string> keys;
+    std::vector<detail::token_bucket_params> params;
+    std::vector<std::uint64_t> capacities;
+    decide_all_handler handler;
+  };
+  std::unique_ptr<multi_call> multi;
   clock::time_point deadline;
   int redirects = 0;
   std::atomic<bool> done{false};
@@ -41,7 +50,9 @@ cluster_client::cluster_client(asio::io_context& io, const redis_options& option
   // Every node gets the script when its connection comes up, so EVALSHA works on a
   // promoted replica or a restarted node at once; NOSCRIPT is still handled per call.
   append_command(handshake_, {"SCRIPT", "LOAD", detail::lua_token_bucket.source});
-  ++handshake_replies_;
+  append_command(handshake_, {"SCRIPT", "LOAD", detail::lua_token_bucket_multi.source});
+  append_command(handshake_, {"SCRIPT", "LOAD", detail::lua_token_bucket_refund.source});
+  handshake_replies_ += 3;
 }
 
 void cluster_client::start() {
@@ -69,6 +80,9 @@ cluster_stats cluster_client::stats() const noexcept {
   s.noscript = noscript_.load(std::memory_order_relaxed);
   s.refreshes = refreshes_.load(std::memory_order_relaxed);
   s.refresh_failures = refresh_failures_.load(std::memory_order_relaxed);
+  s.cross_slot = cross_slot_.load(std::memory_order_relaxed);
+  s.refunds = refunds_.load(std::memory_order_relaxed);
+  s.refund_failures = refund_failures_.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -103,7 +117,27 @@ void cluster_client::submit(std::string full_key, const detail::token_bucket_par
   o->capacity = capacity;
   o->handler = std::move(handler);
   o->deadline = clock::now() + options_.command_timeout;
+  route(o);
+}
 
+void cluster_client::submit_multi(multi_kind kind, std::vector<std::string> full_keys,
+                                  std::vector<detail::token_bucket_params> params,
+                                  std::vector<std::uint64_t> capacities,
+                                  decide_all_handler handler) {
+  auto o = std::make_shared<op>();
+  o->multi = std::make_unique<op::multi_call>();
+  o->key = full_keys.empty() ? std::string() : full_keys.front();
+  o->multi->kind = kind;
+  o->multi->keys = std::move(full_keys);
+  o->multi->params = std::move(params);
+  o->multi->capacities = std::move(capacities);
+  o->multi->handler = std::move(handler);
+  o->deadline = clock::now() + options_.command_timeout;
+  if (kind == multi_kind::refund) refunds_.fetch_add(1, std::memory_order_relaxed);
+  route(o);
+}
+
+void cluster_client::route(const std::shared_ptr<op>& o) {
   const std::uint16_t slot = key_slot(o->key);
   std::shared_ptr<const routing> r;
   {
@@ -142,7 +176,20 @@ void cluster_client::send(const std::shared_ptr<op>& o, const node_address& node
   std::string command;
   command.reserve(96 + o->key.size());
   if (asking) append_command(command, {"ASKING"});
-  append_token_bucket_command(command, call, o->key, o->params);
+  if (o->multi) {
+    std::vector<multi_key> keys;
+    keys.reserve(o->multi->keys.size());
+    for (std::size_t i = 0; i < o->multi->keys.size(); ++i) {
+      keys.push_back({o->multi->keys[i], o->multi->params[i]});
+    }
+    if (o->multi->kind == multi_kind::decide) {
+      append_token_bucket_multi_command(command, call, keys);
+    } else {
+      append_token_bucket_refund_command(command, call, keys);
+    }
+  } else {
+    append_token_bucket_command(command, call, o->key, o->params);
+  }
   conn->async_exec(
       std::move(command),
       [self = shared_from_this(), o, node, call, asking](std::error_code ec, reply_ptr reply) {
@@ -196,6 +243,17 @@ void cluster_client::on_reply(const std::shared_ptr<op>& o, const node_address& 
       return;
     }
   }
+  if (o->multi) {
+    std::vector<decision> ds;
+    if (o->multi->kind == multi_kind::decide) {
+      ec = to_decisions(*reply, o->multi->capacities, ds);
+    } else if (reply->type != REDIS_REPLY_INTEGER) {
+      ec = make_error_code(is_error(*reply) ? errc::backend_script_error
+                                            : errc::backend_protocol_error);
+    }
+    finish_all(o, ec, std::move(ds));
+    return;
+  }
   decision d;
   ec = to_decision(*reply, o->capacity, d);
   finish(o, ec, d);
@@ -227,10 +285,26 @@ void cluster_client::retry(const std::shared_ptr<op>& o, const node_address& nod
 }
 
 void cluster_client::finish(const std::shared_ptr<op>& o, std::error_code ec, const decision& d) {
+  if (o->multi) {
+    finish_all(o, ec, {});
+    return;
+  }
   if (o->done.exchange(true, std::memory_order_acq_rel)) return;
   if (o->timer) o->timer->cancel();
   auto h = std::move(o->handler);
   h(ec, d);
+}
+
+void cluster_client::finish_all(const std::shared_ptr<op>& o, std::error_code ec,
+                                std::vector<decision> ds) {
+  if (o->done.exchange(true, std::memory_order_acq_rel)) return;
+  if (o->timer) o->timer->cancel();
+  if (ec && o->multi->kind == multi_kind::refund) {
+    refund_failures_.fetch_add(1, std::memory_order_relaxed);
+    spdlog::debug("sluice cluster: refund for {} failed: {}", o->key, ec.message());
+  }
+  auto h = std::move(o->multi->handler);
+  h(ec, ec ? std::vector<decision>{} : std::move(ds));
 }
 
 void cluster_client::request_refresh() {

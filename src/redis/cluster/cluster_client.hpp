@@ -51,6 +51,16 @@ struct cluster_stats {
   std::uint64_t noscript = 0;
   std::uint64_t refreshes = 0;         ///< slot maps received
   std::uint64_t refresh_failures = 0;  ///< refresh rounds where no node answered
+  /// Multi-key decisions whose keys were on several slots (decided slot by slot).
+  std::uint64_t cross_slot = 0;
+  std::uint64_t refunds = 0;          ///< refund scripts sent for slot groups spent in vain
+  std::uint64_t refund_failures = 0;  ///< of those, failed: their tokens stay spent
+};
+
+/// What a multi-key script call does with its keys (all in one slot).
+enum class multi_kind : std::uint8_t {
+  decide,  ///< lua/token_bucket_multi.lua: all or nothing
+  refund,  ///< lua/token_bucket_refund.lua: give `params.cost_ut` back to each key
 };
 
 class cluster_client : public std::enable_shared_from_this<cluster_client> {
@@ -72,6 +82,17 @@ class cluster_client : public std::enable_shared_from_this<cluster_client> {
   void submit(std::string full_key, const detail::token_bucket_params& params,
               std::uint64_t capacity, decide_handler handler);
 
+  /// Runs the multi-key or refund script for `full_keys` (prefixed keys that must share
+  /// one slot, with one `params` and `capacities` entry each) on the slot's owner, with the
+  /// same routing and bounds as submit(). `handler` runs once, on the I/O thread or inline;
+  /// a refund completes with no decisions. Thread-safe.
+  void submit_multi(multi_kind kind, std::vector<std::string> full_keys,
+                    std::vector<detail::token_bucket_params> params,
+                    std::vector<std::uint64_t> capacities, decide_all_handler handler);
+
+  /// Counts a multi-key decision that spanned several slots (stats().cross_slot).
+  void note_cross_slot() noexcept { cross_slot_.fetch_add(1, std::memory_order_relaxed); }
+
   cluster_stats stats() const noexcept;
 
  private:
@@ -89,7 +110,9 @@ class cluster_client : public std::enable_shared_from_this<cluster_client> {
   void on_reply(const std::shared_ptr<op>& o, const node_address& node, script_call call,
                 bool asking, std::error_code ec, reply_ptr reply);
   void retry(const std::shared_ptr<op>& o, const node_address& node, script_call call, bool asking);
+  void route(const std::shared_ptr<op>& o);
   void finish(const std::shared_ptr<op>& o, std::error_code ec, const decision& d = {});
+  void finish_all(const std::shared_ptr<op>& o, std::error_code ec, std::vector<decision> ds);
 
   void request_refresh();
   void start_refresh();
@@ -119,7 +142,8 @@ class cluster_client : public std::enable_shared_from_this<cluster_client> {
   boost::asio::steady_timer refresh_timer_;
   bool refresh_timer_armed_ = false;
 
-  std::atomic<std::uint64_t> moved_{0}, ask_{0}, noscript_{0}, refreshes_{0}, refresh_failures_{0};
+  std::atomic<std::uint64_t> moved_{0}, ask_{0}, noscript_{0}, refreshes_{0}, refresh_failures_{0},
+      cross_slot_{0}, refunds_{0}, refund_failures_{0};
 };
 
 }  // namespace sluice::redis::cluster

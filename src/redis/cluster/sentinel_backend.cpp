@@ -268,6 +268,36 @@ class sentinel_backend final : public backend {
     return ec;
   }
 
+  std::error_code decide_all(std::span<const check_item> items,
+                             std::vector<decision>& out) override {
+    auto b = core_->current();
+    if (!b) {
+      core_->request_ask();
+      return make_error_code(errc::backend_unavailable);
+    }
+    // The master's standalone backend: one atomic script for all the keys.
+    const auto ec = b->decide_all(items, out);
+    if (worth_asking_again(ec)) core_->request_ask();
+    return ec;
+  }
+
+  void async_decide_all(std::span<const check_item> items, decide_all_handler handler) override {
+    auto b = core_->current();
+    if (!b) {
+      core_->request_ask();
+      handler(make_error_code(errc::backend_unavailable), {});
+      return;
+    }
+    b->async_decide_all(items,
+                        [weak = std::weak_ptr<sentinel_core>(core_), handler = std::move(handler)](
+                            std::error_code ec, std::vector<decision> ds) {
+                          if (worth_asking_again(ec)) {
+                            if (auto core = weak.lock()) core->request_ask();
+                          }
+                          handler(ec, std::move(ds));
+                        });
+  }
+
   void async_decide(std::string_view key, const policy& p, std::uint64_t cost,
                     decide_handler handler) override {
     auto b = core_->current();

@@ -1,0 +1,39 @@
+-- Sluice token bucket refund: gives back tokens a decision spent, for a multi-key decision
+-- whose keys live on several Redis Cluster slots and that a later slot denied.
+-- KEYS[1..n]   the buckets (as in lua/token_bucket.lua)
+-- ARGV[3i-2]   capacity of KEYS[i] in micro-tokens
+-- ARGV[3i-1]   refill rate of KEYS[i] in micro-tokens per millisecond, >= 1
+-- ARGV[3i]     micro-tokens to give back to KEYS[i]
+-- Reply:       n, the number of buckets written
+-- Each bucket is refilled to now (Redis TIME) and gets the tokens back, capped at the
+-- capacity: a bucket can never hold more than if nothing had been spent, so a refund never
+-- admits more than the limit. A missing key is full already and stays missing; a bucket
+-- that is full again is deleted, which decides exactly as a missing one.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local written = 0
+for i = 1, #KEYS do
+  local k = KEYS[i]
+  local cap, rate, back = tonumber(ARGV[3 * i - 2]), tonumber(ARGV[3 * i - 1]), tonumber(ARGV[3 * i])
+  local v = redis.call('GET', k)
+  if v then
+    local sp = string.find(v, ' ', 1, true)
+    if sp then
+      local level = math.min(cap, tonumber(string.sub(v, 1, sp - 1)))
+      local ts = tonumber(string.sub(v, sp + 1))
+      if now > ts then
+        level = math.min(cap, level + (now - ts) * rate)
+        ts = now
+      end
+      level = math.min(cap, level + back)
+      if level >= cap then
+        redis.call('DEL', k)
+      else
+        redis.call('SET', k, string.format('%.0f %.0f', level, ts), 'PX',
+                   math.ceil((cap - level) / rate))
+      end
+      written = written + 1
+    end
+  end
+end
+return written
