@@ -5,9 +5,9 @@
 #include <optional>
 #include <string>
 
-#include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <sluice/sluice.hpp>
 
@@ -103,10 +103,15 @@ int main(int argc, char** argv) {
                    "(rediss+cluster://, rediss+sentinel:// for TLS)")
       ->capture_default_str();
   check->add_option("--key", a.key, "Who is spending (e.g. user:42)")->required();
-  check->add_option("--capacity", a.capacity, "Bucket size in tokens (burst)")->required();
+  // Unsigned options would take "-1" as 2^64-1 and fail later with a misleading message.
+  check->add_option("--capacity", a.capacity, "Bucket size in tokens (burst)")
+      ->required()
+      ->check(CLI::Range(std::uint64_t{1}, sluice::max_capacity));
   check->add_option("--refill-per-second", a.refill_per_second, "Tokens added per second")
       ->required();
-  check->add_option("--cost", a.cost, "Tokens this request spends")->capture_default_str();
+  check->add_option("--cost", a.cost, "Tokens this request spends")
+      ->check(CLI::Range(std::uint64_t{1}, sluice::max_capacity))
+      ->capture_default_str();
   check->add_option("--on-failure", a.on_failure, "When Redis fails: open, closed or local")
       ->capture_default_str();
   check->add_option("--timeout-ms", a.timeout_ms, "Connect and command timeout for Redis")

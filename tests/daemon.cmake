@@ -22,3 +22,12 @@ if(NOT TARGET sluice_daemon)
        ${CMAKE_CURRENT_SOURCE_DIR}/integration/nginx_*_test.cpp)
   set_source_files_properties(${daemon_tests} PROPERTIES HEADER_FILE_ONLY ON)
 endif()
+
+# The `sluice` command's tests run the built binary.
+if(TARGET sluice_cli AND TARGET sluice_integration_tests)
+  target_compile_definitions(sluice_integration_tests PRIVATE SLUICE_CLI_PATH="$<TARGET_FILE:sluice_cli>")
+  add_dependencies(sluice_integration_tests sluice_cli)
+elseif(NOT TARGET sluice_cli)
+  file(GLOB cli_tests CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/integration/cli_*_test.cpp)
+  set_source_files_properties(${cli_tests} PROPERTIES HEADER_FILE_ONLY ON)
+endif()
