@@ -10,7 +10,9 @@
 #include <boost/beast/core/bind_handler.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
@@ -55,6 +57,31 @@ class session : public std::enable_shared_from_this<session> {
     parser_->header_limit(static_cast<std::uint32_t>(limits_.max_header_bytes));
     parser_->body_limit(limits_.max_body_bytes);
     stream_.expires_after(limits_.idle_timeout);
+    bhttp::async_read_header(stream_, buffer_, *parser_,
+                             beast::bind_front_handler(&session::on_header, shared_from_this()));
+  }
+
+  // A client that sent `Expect: 100-continue` waits for a 100 before its body (curl for a
+  // second, others longer); the limits were checked against the header already, so a body
+  // that is too large gets its 413 instead, without a 100.
+  void on_header(beast::error_code ec, std::size_t n) {
+    if (ec) return on_read(ec, n);
+    const auto& req = parser_->get();
+    const auto expect = req[bhttp::field::expect];
+    if (!parser_->is_done() && beast::iequals(expect, "100-continue")) {
+      auto cont = std::make_shared<bhttp::response<bhttp::empty_body>>(bhttp::status::continue_,
+                                                                       req.version());
+      bhttp::async_write(stream_, *cont,
+                         [self = shared_from_this(), cont](beast::error_code wec, std::size_t) {
+                           if (wec) return self->close();
+                           self->read_body();
+                         });
+      return;
+    }
+    read_body();
+  }
+
+  void read_body() {
     bhttp::async_read(stream_, buffer_, *parser_,
                       beast::bind_front_handler(&session::on_read, shared_from_this()));
   }

@@ -168,6 +168,26 @@ TEST(DaemonHttpTest, BadRequestsGet4xxProblemJsonAndTheDaemonServesOn) {
   EXPECT_EQ(post_check(d.port(), R"({"key":"good","policy":"big"})").status, 200);
 }
 
+TEST(DaemonHttpTest, ExpectContinueGetsA100ThenTheAnswer) {
+  sluiced_process d(check_config);
+  http_connection c(d.port());
+  const std::string body = R"({"key":"ec","policy":"big"})";
+  const auto interim = c.raw(
+      "POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Expect: 100-continue\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n");
+  EXPECT_EQ(interim.status, 100);
+  const auto r = c.raw(body);
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(parse(r)["remaining"], 99);
+  // Too large a body: the 413 comes at once, instead of a 100.
+  http_connection c2(d.port());
+  const auto big = c2.raw(
+      "POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Expect: 100-continue\r\nContent-Length: 100000\r\n\r\n");
+  EXPECT_EQ(big.status, 413);
+}
+
 TEST(DaemonHttpTest, KeepAliveServesManyRequestsOnOneConnection) {
   sluiced_process d(check_config);
   http_connection c(d.port());
