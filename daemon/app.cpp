@@ -121,7 +121,7 @@ int run(app_options opts) {
   const auto host = bound.address().is_v6() ? "[" + bound.address().to_string() + "]"
                                             : bound.address().to_string();
   spdlog::info("sluiced listening on {}:{} ({} threads, backend {}, config {})", host, bound.port(),
-               threads, cfg.backend, cfg.source);
+               threads, redacted_url(cfg.backend), cfg.source);
   if (opts.config_path.empty()) {
     auto shown = cfg;
     shown.listen_port = bound.port();

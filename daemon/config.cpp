@@ -473,4 +473,37 @@ config load_config_file(const std::string& path) {
   return parse_config(text.str(), path);
 }
 
+std::string redacted_url(std::string_view url) {
+  std::string out(url);
+  // user info: scheme://[user][:password]@host...
+  const auto scheme = out.find("://");
+  if (scheme != std::string::npos) {
+    const auto start = scheme + 3;
+    const auto at = out.find('@', start);
+    const auto slash = out.find_first_of("/?", start);
+    if (at != std::string::npos && (slash == std::string::npos || at < slash)) {
+      const auto colon = out.find(':', start);
+      if (colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "***");
+    }
+  }
+  // query options: ...?a=1&sentinel_password=pw
+  const auto query = out.find('?');
+  if (query == std::string::npos) return out;
+  std::size_t i = query + 1;
+  while (i < out.size()) {
+    auto end = out.find('&', i);
+    if (end == std::string::npos) end = out.size();
+    const auto eq = out.find('=', i);
+    if (eq != std::string::npos && eq < end) {
+      const std::string_view name(out.data() + i, eq - i);
+      if (name.ends_with("password")) {
+        out.replace(eq + 1, end - eq - 1, "***");
+        end = eq + 4;
+      }
+    }
+    i = end + 1;
+  }
+  return out;
+}
+
 }  // namespace sluice::daemon

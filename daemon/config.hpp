@@ -49,6 +49,10 @@ struct config {
   std::string listen() const;
 };
 
+/// `url` fit for a log line: the password of its user info and the value of any query
+/// option whose name ends in `password` replaced by `***`.
+std::string redacted_url(std::string_view url);
+
 /// A config that cannot be used; what() is `FILE:LINE: field: message`.
 class config_error : public std::runtime_error {
  public:

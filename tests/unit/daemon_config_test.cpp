@@ -368,5 +368,16 @@ TEST_F(DaemonCommandLineTest, UsageErrorsExitTwo) {
   EXPECT_EQ(parse({"--log-level", "loud"}), 2);
 }
 
+TEST(DaemonConfigTest, LoggedUrlsHideThePasswords) {
+  EXPECT_EQ(redacted_url("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+  EXPECT_EQ(redacted_url("redis://:pw@h:1/0"), "redis://:***@h:1/0");
+  EXPECT_EQ(redacted_url("redis://alice:s3cret@h"), "redis://alice:***@h");
+  EXPECT_EQ(redacted_url("redis://alice@h"), "redis://alice@h");
+  EXPECT_EQ(redacted_url("redis+sentinel://u:p@a:1,b:2/m?sentinel_password=x&db=1"),
+            "redis+sentinel://u:***@a:1,b:2/m?sentinel_password=***&db=1");
+  EXPECT_EQ(redacted_url("rediss://h?ca=/etc/ca.pem&sentinel_password="),
+            "rediss://h?ca=/etc/ca.pem&sentinel_password=***");
+}
+
 }  // namespace
 }  // namespace sluice::daemon
