@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <system_error>
+#include <vector>
 
 #include <sluice/backend.hpp>
 #include <sluice/error.hpp>
@@ -36,6 +37,27 @@ std::error_code await_decision(Start&& start, std::chrono::nanoseconds limit, de
   if (!w->cv.wait_for(lock, limit, [&] { return w->done; })) return errc::backend_timeout;
   out = w->d;
   return w->ec;
+}
+
+/// The same for a multi-key decision: `start(decide_all_handler)` begins it; `out` gets the
+/// decisions on success.
+template <class Start>
+std::error_code await_decisions(Start&& start, std::chrono::nanoseconds limit,
+                                std::vector<decision>& out) {
+  // await_decision carries one decision; the vector travels beside it, shared for the same
+  // reason as the waiter (a late completion may outlive this call).
+  auto result = std::make_shared<std::vector<decision>>();
+  decision unused;
+  const auto ec = await_decision(
+      [&](decide_handler done) {
+        start([result, done = std::move(done)](std::error_code ec, std::vector<decision> ds) {
+          *result = std::move(ds);
+          done(ec, {});
+        });
+      },
+      limit, unused);
+  if (!ec) out = std::move(*result);
+  return ec;
 }
 
 }  // namespace sluice::detail

@@ -146,20 +146,9 @@ class redis_backend final : public backend {
     if (items.empty()) return {};
     if (std::this_thread::get_id() == thread_.get_id())
       return make_error_code(errc::backend_unavailable);
-    // await_decision carries one decision; the vector travels beside it.
-    auto result = std::make_shared<std::vector<decision>>();
-    decision unused;
-    const auto ec = detail::await_decision(
-        [&](decide_handler done) {
-          async_decide_all(items, [result, done = std::move(done)](std::error_code ec,
-                                                                   std::vector<decision> ds) {
-            *result = std::move(ds);
-            done(ec, {});
-          });
-        },
-        wait_limit_, unused);
-    if (!ec) out = std::move(*result);
-    return ec;
+    return detail::await_decisions(
+        [&](decide_all_handler done) { async_decide_all(items, std::move(done)); }, wait_limit_,
+        out);
   }
 
   void async_decide_all(std::span<const check_item> items, decide_all_handler handler) override {

@@ -195,20 +195,10 @@ class cluster_backend final : public redis::cluster::cluster_backend_base {
     if (items.empty()) return {};
     if (std::this_thread::get_id() == thread_.get_id())
       return make_error_code(errc::backend_unavailable);
-    auto result = std::make_shared<std::vector<decision>>();
-    decision unused;
     // A cross-slot call takes a round trip per slot group: wait for all of them.
-    const auto ec = detail::await_decision(
-        [&](decide_handler done) {
-          async_decide_all(items, [result, done = std::move(done)](std::error_code ec,
-                                                                   std::vector<decision> ds) {
-            *result = std::move(ds);
-            done(ec, {});
-          });
-        },
-        wait_limit_ * static_cast<std::int64_t>(items.size()), unused);
-    if (!ec) out = std::move(*result);
-    return ec;
+    return detail::await_decisions(
+        [&](decide_all_handler done) { async_decide_all(items, std::move(done)); },
+        wait_limit_ * static_cast<std::int64_t>(items.size()), out);
   }
 
   void async_decide_all(std::span<const check_item> items, decide_all_handler handler) override {
