@@ -3,7 +3,7 @@
 // fixed time; each prints one line of `name=value` fields that scripts/bench parses.
 //
 //   sluice_bench_redis --url redis://127.0.0.1:PORT [--callers 1,50,500] [--keys 10000]
-//                      [--seconds 5] [--warmup 1] [--mode async|threads]
+//                      [--seconds 5] [--warmup 1] [--mode async|threads] [--max-batch 32]
 //
 // async:   the callers are chains of sluice::limiter::async_check on one thread (an Asio
 //          io_context): the way a server uses Sluice. Concurrency = checks in flight.
@@ -42,6 +42,7 @@ struct options {
   double seconds = 5;
   double warmup = 1;
   std::string mode = "async";
+  std::size_t max_batch = sluice::redis_options{}.max_batch;  // 1: no batching
 };
 
 // What one caller (or one run, once merged) saw inside the measured window.
@@ -185,6 +186,8 @@ options parse(int argc, char** argv) {
       o.warmup = std::stod(value());
     } else if (a == "--mode") {
       o.mode = value();
+    } else if (a == "--max-batch") {
+      o.max_batch = std::stoull(value());
     } else {
       throw std::invalid_argument("unknown argument " + std::string(a));
     }
@@ -204,6 +207,7 @@ int main(int argc, char** argv) {
     ro.url = o.url;
     // A benchmark saturates Redis on purpose: queueing is measured, not failed.
     ro.command_timeout = std::chrono::milliseconds{2000};
+    ro.max_batch = o.max_batch;
     sluice::limiter lim(sluice::make_redis_backend(ro));
     // Let the connection come up (and the script load) before timing anything.
     for (int tries = 0;; ++tries) {

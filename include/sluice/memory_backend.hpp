@@ -10,10 +10,10 @@ namespace sluice {
 
 struct memory_options {
   /// Independent lock shards; more shards, less contention between threads. Capped so
-  /// that each shard holds at least 1024 of max_keys (a small max_keys means one shard).
+  /// that each shard has at least 64 of max_keys (a max_keys under 128 means one shard).
   std::size_t shards = 64;
-  /// The most keys held at once (the memory bound). A bucket that would be full again is
-  /// forgotten first; see docs for what happens when every tracked bucket is still busy.
+  /// The most keys held at once, by all shards together (the memory bound). A bucket that
+  /// would be full again is forgotten first; see docs for when every tracked bucket is busy.
   std::size_t max_keys = 1'000'000;
   /// Time source; default: steady_clock.
   std::shared_ptr<const clock> time_source;

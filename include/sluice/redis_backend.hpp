@@ -53,6 +53,11 @@ struct redis_options {
   /// A decision that meets NOSCRIPT is re-sent as EVAL within the same timeout.
   std::chrono::milliseconds command_timeout{50};
   std::size_t max_in_flight = 65536;  ///< more waiting calls fail fast
+  /// Single-key decisions (decide, async_decide) that arrive while Redis is busy with
+  /// earlier ones are coalesced into one script call of at most this many decisions, each
+  /// decided exactly as on its own (lua/token_bucket_batch.lua). A lone decision is never
+  /// held back. 1: every decision is its own call. Standalone and Sentinel; not Cluster.
+  std::size_t max_batch = 32;
   /// Reconnect delays: the first retry after losing a connection is immediate, then
   /// backoff_min doubling up to backoff_max, each with jitter (a random 50..100%).
   std::chrono::milliseconds reconnect_backoff_min{25};

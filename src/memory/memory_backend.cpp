@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstdlib>
 #include <cstring>
@@ -260,16 +261,16 @@ struct alignas(64) shard {
 
 class memory_backend final : public backend {
  public:
-  static constexpr std::size_t min_shard_keys = 1024;
+  static constexpr std::size_t min_shard_keys = 64;
 
   explicit memory_backend(memory_options o)
       : clock_(o.time_source ? std::move(o.time_source) : default_clock()),
-        // Each shard holds at least min_shard_keys (or everything), so that hashing's uneven
-        // spread cannot fill one shard, and evict from it, far below max_keys: with one key
-        // per shard, two keys of one shard would already push each other out.
+        // The bound is on all shards together (keys_), so hashing's uneven spread cannot make
+        // one shard evict far below max_keys. A shard would hold no key to evict only if
+        // shards outnumbered the keys: each gets at least min_shard_keys of max_keys.
         shards_(std::clamp<std::size_t>(o.shards, 1,
                                         std::max<std::size_t>(1, o.max_keys / min_shard_keys))),
-        per_shard_limit_(std::max<std::size_t>(1, o.max_keys / shards_.size())) {}
+        max_keys_(std::max<std::size_t>(1, o.max_keys)) {}
 
   std::error_code decide(std::string_view key, const policy& p, std::uint64_t cost,
                          decision& out) override {
@@ -292,8 +293,7 @@ class memory_backend final : public backend {
         found->bucket = o.next;
         found->full_at_ms = full_at_ms;
       } else {
-        make_room(s, now_ms, h);
-        s.table.insert(h, key, o.next, full_at_ms);
+        insert(s, h, key, now_ms, o.next, full_at_ms);
       }
       s.next_sweep_ms = std::min(s.next_sweep_ms, full_at_ms);
     }
@@ -361,8 +361,7 @@ class memory_backend final : public backend {
           f->bucket = *m.next[b];
           f->full_at_ms = full_at_ms;
         } else {
-          make_room(s, now_ms, buckets[b].hash);
-          s.table.insert(buckets[b].hash, buckets[b].key, *m.next[b], full_at_ms);
+          insert(s, buckets[b].hash, buckets[b].key, now_ms, *m.next[b], full_at_ms);
         }
         s.next_sweep_ms = std::min(s.next_sweep_ms, full_at_ms);
       }
@@ -381,25 +380,43 @@ class memory_backend final : public backend {
   }
 
  private:
-  // Keeps a shard within its share of max_keys: first forget buckets that are full again
-  // (they decide exactly as a missing key does); only if none is, forget an arbitrary one.
+  // Keeps every shard together within max_keys: first forget this shard's buckets that are
+  // full again (they decide exactly as a missing key does); only if none is and the bound is
+  // still reached, forget an arbitrary one of this shard. Then the caller inserts one key.
   void make_room(shard& s, std::int64_t now_ms, std::uint64_t h) {
-    if (s.table.size() < per_shard_limit_) return;
+    if (keys_.load(std::memory_order_relaxed) < max_keys_) return;
     if (now_ms >= s.next_sweep_ms) {
       std::int64_t next = std::numeric_limits<std::int64_t>::max();
+      const std::size_t before = s.table.size();
       s.table.erase_if([&](const slot& e) {
         if (e.full_at_ms <= now_ms) return true;
         next = std::min(next, e.full_at_ms);
         return false;
       });
       s.next_sweep_ms = next;
+      keys_.fetch_sub(before - s.table.size(), std::memory_order_relaxed);
     }
-    if (s.table.size() >= per_shard_limit_) s.table.erase_one(h);
+    // A loop: what went over the bound (an insert into an empty shard, which has nothing to
+    // give, or two shards inserting at once) is taken back by the next insert.
+    while (keys_.load(std::memory_order_relaxed) >= max_keys_ && s.table.size() > 0) {
+      s.table.erase_one(h);
+      keys_.fetch_sub(1, std::memory_order_relaxed);
+    }
+  }
+
+  void insert(shard& s, std::uint64_t h, std::string_view key, std::int64_t now_ms,
+              const detail::token_bucket_state& b, std::int64_t full_at_ms) {
+    make_room(s, now_ms, h);
+    s.table.insert(h, key, b, full_at_ms);
+    keys_.fetch_add(1, std::memory_order_relaxed);
   }
 
   std::shared_ptr<const clock> clock_;
   std::vector<shard> shards_;
-  std::size_t per_shard_limit_;
+  std::size_t max_keys_;
+  // Keys held by all shards; written under a shard's lock, read without one (a bound off by
+  // a concurrent insert or two is still a bound).
+  std::atomic<std::size_t> keys_{0};
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <sluice/error.hpp>
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include <openssl/ssl.h>
@@ -58,6 +59,12 @@ void connection::stop() {
 }
 
 void connection::async_exec(std::string command, exec_handler handler, std::size_t replies) {
+  async_exec_until(clock::now() + config_.command_timeout, std::move(command), std::move(handler),
+                   replies);
+}
+
+void connection::async_exec_until(clock::time_point deadline, std::string command,
+                                  exec_handler handler, std::size_t replies) {
   // The circuit breaker: one atomic load while Redis is known to be down.
   switch (current_state()) {
     case state::down:
@@ -83,8 +90,8 @@ void connection::async_exec(std::string command, exec_handler handler, std::size
       handler(make_error_code(errc::backend_shutting_down), nullptr);
       return;
     }
-    submitted_.push_back({std::move(command), clock::now() + config_.command_timeout,
-                          std::move(handler), std::max<std::size_t>(replies, 1)});
+    submitted_.push_back(
+        {std::move(command), deadline, std::move(handler), std::max<std::size_t>(replies, 1)});
     post = !std::exchange(flush_posted_, true);
   }
   // One posted flush serves everything submitted until it runs: that is the pipelining.
@@ -112,17 +119,19 @@ void connection::flush() {
     flush_posted_ = false;
   }
   const state s = current_state();
+  std::optional<clock::time_point> earliest;
   for (auto& r : batch) {
     if (s == state::down) {
       complete(r, make_error_code(errc::backend_unavailable));
     } else if (s == state::stopped) {
       complete(r, make_error_code(errc::backend_shutting_down));
     } else {
+      if (!earliest || r.deadline < *earliest) earliest = r.deadline;
       unsent_.push_back(std::move(r));
     }
   }
   write_pending();
-  arm_deadline_timer();
+  if (earliest) watch_deadline(*earliest);
 }
 
 void connection::write_pending() {
@@ -153,31 +162,41 @@ void connection::write_pending() {
 
 void connection::arm_deadline_timer() {
   if (deadline_armed_) return;
-  const request* oldest = nullptr;
-  for (const auto& r : in_flight_) {
-    if (r.handler) {
-      oldest = &r;
-      break;
-    }
-  }
-  if (!oldest && !unsent_.empty()) oldest = &unsent_.front();
-  if (!oldest) return;
+  // The earliest deadline, not the oldest request's: deadlines need not be FIFO. A scan per
+  // arming is cheap, as the timer fires about once per command timeout, not per request.
+  std::optional<clock::time_point> earliest;
+  const auto consider = [&](const request& r) {
+    if (r.handler && (!earliest || r.deadline < *earliest)) earliest = r.deadline;
+  };
+  for (const auto& r : in_flight_) consider(r);
+  for (const auto& r : unsent_) consider(r);
+  if (earliest) set_deadline_timer(*earliest);
+}
+
+void connection::watch_deadline(clock::time_point deadline) {
+  if (!deadline_armed_ || deadline < armed_for_) set_deadline_timer(deadline);
+}
+
+void connection::set_deadline_timer(clock::time_point at) {
   deadline_armed_ = true;
-  deadline_timer_.expires_at(oldest->deadline);
-  deadline_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
-    self->deadline_armed_ = false;
-    if (ec || self->current_state() == state::stopped) return;
-    self->on_deadline();
-  });
+  armed_for_ = at;
+  // expires_at cancels an earlier wait; its handler sees a stale generation and does nothing.
+  deadline_timer_.expires_at(at);
+  deadline_timer_.async_wait(
+      [self = shared_from_this(), gen = ++timer_generation_](boost::system::error_code ec) {
+        if (gen != self->timer_generation_) return;
+        self->deadline_armed_ = false;
+        if (ec || self->current_state() == state::stopped) return;
+        self->on_deadline();
+      });
 }
 
 void connection::on_deadline() {
   // The timer was set for a request that may have been answered since; it is re-armed
-  // for whatever is oldest now, so replies never touch the timer.
+  // for whatever is earliest now, so replies never touch the timer.
   const auto now = clock::now();
   for (auto& r : in_flight_) {
-    if (!r.handler) continue;
-    if (r.deadline <= now) {
+    if (r.handler && r.deadline <= now) {
       // Written, and no reply within the whole timeout: the connection is stuck (a
       // stopped or overloaded server, a black hole). Reconnecting is the only way to tell.
       complete(r, make_error_code(errc::backend_timeout));
@@ -185,14 +204,17 @@ void connection::on_deadline() {
                       "no reply within the command timeout");
       return;
     }
-    break;
   }
   bool stuck_writing = false;
-  while (!unsent_.empty() && unsent_.front().deadline <= now) {
+  for (auto it = unsent_.begin(); it != unsent_.end();) {
+    if (it->deadline > now) {
+      ++it;
+      continue;
+    }
     // Unsent past its deadline: still connecting, or a write that does not finish.
     stuck_writing = stuck_writing || current_state() == state::up;
-    complete(unsent_.front(), make_error_code(errc::backend_timeout));
-    unsent_.pop_front();
+    complete(*it, make_error_code(errc::backend_timeout));
+    it = unsent_.erase(it);
   }
   if (stuck_writing) {
     lose_connection(make_error_code(errc::backend_timeout), "a write did not finish in time");

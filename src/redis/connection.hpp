@@ -12,6 +12,8 @@
 // all within the same timeout, then serve; on any failure close, fail what is in flight, and
 // reconnect with exponential backoff and jitter. While it is known to be down, submissions fail at
 // once with backend_unavailable (a circuit breaker: microseconds per call, not a timeout each).
+// A request may bring an earlier deadline of its own (a decision that waited in the
+// batcher, decision_batcher.hpp), so the timer goes to the earliest pending deadline.
 // Several connections can share one io_context (a pool is a vector of these).
 #include <atomic>
 #include <chrono>
@@ -90,6 +92,9 @@ class connection : public std::enable_shared_from_this<connection> {
   /// Cluster's ASKING before the command it applies to); `handler` gets the last reply and
   /// the earlier ones are dropped.
   void async_exec(std::string command, exec_handler handler, std::size_t replies = 1);
+  /// async_exec with a deadline of the caller's instead of now + command_timeout.
+  void async_exec_until(std::chrono::steady_clock::time_point deadline, std::string command,
+                        exec_handler handler, std::size_t replies = 1);
 
   state current_state() const noexcept { return state_.load(std::memory_order_acquire); }
 
@@ -116,6 +121,8 @@ class connection : public std::enable_shared_from_this<connection> {
   void on_reply(reply_ptr reply);
   void write_pending();
   void arm_deadline_timer();
+  void watch_deadline(clock::time_point deadline);
+  void set_deadline_timer(clock::time_point at);
   void on_deadline();
   void up();
   void connect_failed(const std::string& why);
@@ -152,7 +159,9 @@ class connection : public std::enable_shared_from_this<connection> {
   std::string write_buffer_;
   bool writing_ = false;
   bool deadline_armed_ = false;
-  bool connecting_ = false;  // between connect() and the handshake's last reply
+  clock::time_point armed_for_{};       // when deadline_armed_
+  std::uint64_t timer_generation_ = 0;  // bumped per arming: a replaced wait sees a new number
+  bool connecting_ = false;             // between connect() and the handshake's last reply
   std::size_t handshake_left_ = 0;
   std::uint64_t generation_ = 0;  // bumped per socket: stale callbacks see a new number
   unsigned attempt_ = 0;

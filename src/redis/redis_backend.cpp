@@ -20,6 +20,8 @@
 #include "algorithm/token_bucket.hpp"
 #include "core/await_decision.hpp"
 #include "redis/connection.hpp"
+#include "redis/deadline_guard.hpp"
+#include "redis/decision_batcher.hpp"
 #include "redis/scripts.hpp"
 #include "redis/standalone_backend.hpp"
 #include "redis/tls.hpp"
@@ -35,6 +37,7 @@ struct io_core {
   asio::io_context io{1};
   asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
   std::shared_ptr<redis::connection> conn;
+  std::shared_ptr<redis::decision_batcher> batcher;  // single-key decisions, on conn
 };
 
 redis::connection_config make_config(const redis_options& o, const redis_url& u,
@@ -59,7 +62,8 @@ redis::connection_config make_config(const redis_options& o, const redis_url& u,
   // NOSCRIPT (after SCRIPT FLUSH) is still handled per call.
   redis::append_command(c.handshake, {"SCRIPT", "LOAD", detail::lua_token_bucket.source});
   redis::append_command(c.handshake, {"SCRIPT", "LOAD", detail::lua_token_bucket_multi.source});
-  c.handshake_replies += 2;
+  redis::append_command(c.handshake, {"SCRIPT", "LOAD", detail::lua_token_bucket_batch.source});
+  c.handshake_replies += 3;
   c.connect_timeout = o.connect_timeout;
   c.command_timeout = o.command_timeout;
   c.max_in_flight = o.max_in_flight;
@@ -69,41 +73,7 @@ redis::connection_config make_config(const redis_options& o, const redis_url& u,
   return c;
 }
 
-// The EVAL retry after NOSCRIPT is a second request, which the connection would give a whole
-// command timeout of its own. This holds the decision's handler with a timer at the first
-// attempt's deadline: whichever comes first, the retry's reply or the deadline, completes it
-// (both on the I/O thread), so a decision never takes longer than one command timeout.
-template <class Handler>
-struct deadline_guard {
-  deadline_guard(asio::io_context& io, Handler h) : timer(io), handler(std::move(h)) {}
-  asio::steady_timer timer;
-  Handler handler;  // empty once called
-
-  template <class Result>
-  void complete(std::error_code ec, Result&& r) {
-    if (!handler) return;
-    timer.cancel();
-    std::exchange(handler, nullptr)(ec, std::forward<Result>(r));
-  }
-};
-
-// Null (and `handler` completed with backend_timeout) when the deadline has passed already.
-template <class Handler>
-std::shared_ptr<deadline_guard<Handler>> guard_until(asio::io_context& io,
-                                                     std::chrono::steady_clock::time_point deadline,
-                                                     Handler&& handler) {
-  if (std::chrono::steady_clock::now() >= deadline) {
-    handler(make_error_code(errc::backend_timeout), {});
-    return nullptr;
-  }
-  auto g = std::make_shared<deadline_guard<std::decay_t<Handler>>>(io, std::move(handler));
-  g->timer.expires_at(deadline);
-  g->timer.async_wait([g](boost::system::error_code ec) {
-    if (ec || !g->handler) return;
-    std::exchange(g->handler, nullptr)(make_error_code(errc::backend_timeout), {});
-  });
-  return g;
-}
+using redis::guard_until;
 
 class redis_backend final : public backend {
  public:
@@ -115,6 +85,11 @@ class redis_backend final : public backend {
         command_timeout_(o.command_timeout),
         core_(std::make_shared<io_core>()) {
     core_->conn = std::make_shared<redis::connection>(core_->io, make_config(o, u, std::move(tls)));
+    core_->batcher = std::make_shared<redis::decision_batcher>(
+        core_->io, core_->conn,
+        redis::batcher_options{.max_batch = o.max_batch,
+                               .max_accepted = o.max_in_flight,
+                               .command_timeout = o.command_timeout});
     core_->conn->start();
     thread_ = std::thread([core = core_] {
       for (;;) {
@@ -129,6 +104,8 @@ class redis_backend final : public backend {
   }
 
   ~redis_backend() override {
+    // The batcher first: what waits there fails before the connection's stop is posted.
+    core_->batcher->stop();
     core_->conn->stop();
     // Posted after stop(), so it runs after every pending call has been failed; run()
     // then returns as soon as the aborted socket and timer handlers have run.
@@ -229,43 +206,11 @@ class redis_backend final : public backend {
       handler(make_error_code(errc::unsupported_algorithm), {});
       return;
     }
-    const auto params = detail::to_params(p, cost);
     std::string full_key;
     full_key.reserve(prefix_.size() + key.size());
     full_key.append(prefix_).append(key);
-    std::string command;
-    command.reserve(80 + full_key.size());
-    redis::append_token_bucket_command(command, redis::script_call::evalsha, full_key, params);
-    const auto deadline = std::chrono::steady_clock::now() + command_timeout_;
-    core_->conn->async_exec(
-        std::move(command),
-        [conn = core_->conn, io = &core_->io, deadline, full_key = std::move(full_key), params,
-         capacity = p.capacity,
-         handler = std::move(handler)](std::error_code ec, redis::reply_ptr reply) mutable {
-          if (ec) {
-            handler(ec, {});
-            return;
-          }
-          detail::token_bucket_outcome o;
-          if (redis::parse_token_bucket_reply(*reply, o) == redis::script_reply::noscript) {
-            // The server lost its scripts (SCRIPT FLUSH): send the source once. EVAL
-            // caches it again, so later calls go back to EVALSHA.
-            auto g = guard_until(*io, deadline, std::move(handler));
-            if (!g) return;
-            std::string eval;
-            redis::append_token_bucket_command(eval, redis::script_call::eval, full_key, params);
-            conn->async_exec(std::move(eval),
-                             [capacity, g](std::error_code ec2, redis::reply_ptr r2) {
-                               decision d;
-                               if (!ec2) ec2 = redis::to_decision(*r2, capacity, d);
-                               g->complete(ec2, d);
-                             });
-            return;
-          }
-          decision d;
-          ec = redis::to_decision(*reply, capacity, d);
-          handler(ec, d);
-        });
+    core_->batcher->submit(std::move(full_key), detail::to_params(p, cost), p.capacity,
+                           std::move(handler));
   }
 
  private:
@@ -290,6 +235,7 @@ std::shared_ptr<backend> make_redis_backend(redis_options options) {
   if (options.connect_timeout.count() <= 0 || options.command_timeout.count() <= 0)
     throw std::invalid_argument("Redis connect and command timeouts must be positive");
   if (options.max_in_flight == 0) throw std::invalid_argument("max_in_flight must be positive");
+  if (options.max_batch == 0) throw std::invalid_argument("max_batch must be positive");
   if (options.reconnect_backoff_min.count() <= 0 ||
       options.reconnect_backoff_max < options.reconnect_backoff_min)
     throw std::invalid_argument("reconnect backoff must satisfy 0 < min <= max");

@@ -12,6 +12,8 @@ struct lua_script {
 extern const lua_script lua_token_bucket;
 /// All-or-nothing over several keys (one slot, on a cluster); see its opening comment.
 extern const lua_script lua_token_bucket_multi;
+/// Independent decisions on several keys in one call (the decision batcher's).
+extern const lua_script lua_token_bucket_batch;
 /// Gives back tokens spent by an earlier slot group of a cross-slot multi-key decision.
 extern const lua_script lua_token_bucket_refund;
 

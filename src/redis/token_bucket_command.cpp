@@ -73,6 +73,12 @@ void append_token_bucket_multi_command(std::string& out, script_call call,
   append_multi(out, call, detail::lua_token_bucket_multi, keys, now_ms);
 }
 
+void append_token_bucket_batch_command(std::string& out, script_call call,
+                                       std::span<const multi_key> keys,
+                                       std::optional<std::int64_t> now_ms) {
+  append_multi(out, call, detail::lua_token_bucket_batch, keys, now_ms);
+}
+
 void append_token_bucket_refund_command(std::string& out, script_call call,
                                         std::span<const multi_key> keys) {
   append_multi(out, call, detail::lua_token_bucket_refund, keys, std::nullopt);
@@ -92,6 +98,31 @@ script_reply parse_token_bucket_multi_reply(const redisReply& reply, std::size_t
     if (!e || e->type != REDIS_REPLY_ARRAY) return script_reply::malformed;
     if (parse_token_bucket_reply(*e, out[i]) != script_reply::decided)
       return script_reply::malformed;
+  }
+  return script_reply::decided;
+}
+
+script_reply parse_token_bucket_batch_reply(const redisReply& reply, std::size_t n,
+                                            std::vector<batch_item>& out) {
+  out.clear();
+  if (reply.type == REDIS_REPLY_ERROR) {
+    return is_error(reply, "NOSCRIPT") ? script_reply::noscript : script_reply::failed;
+  }
+  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != n) return script_reply::malformed;
+  out.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const redisReply* e = reply.element[i];
+    switch (e ? parse_token_bucket_reply(*e, out[i].outcome) : script_reply::malformed) {
+      case script_reply::decided:
+        break;
+      case script_reply::noscript:  // not something an item can say: nonsense
+      case script_reply::malformed:
+        out[i].ec = make_error_code(errc::backend_protocol_error);
+        break;
+      case script_reply::failed:
+        out[i].ec = make_error_code(errc::backend_script_error);
+        break;
+    }
   }
   return script_reply::decided;
 }

@@ -54,6 +54,25 @@ void append_token_bucket_multi_command(std::string& out, script_call call,
                                        std::span<const multi_key> keys,
                                        std::optional<std::int64_t> now_ms = std::nullopt);
 
+/// Appends `EVALSHA <sha> n <key1..keyn> <cap1> <rate1> <cost1> ... [now_ms]` of
+/// lua/token_bucket_batch.lua, n independent decisions (or EVAL with its source), to `out`.
+void append_token_bucket_batch_command(std::string& out, script_call call,
+                                       std::span<const multi_key> keys,
+                                       std::optional<std::int64_t> now_ms = std::nullopt);
+
+/// One item of the batch script's reply: its outcome (remaining as whole tokens), or the
+/// error of that item alone (backend_script_error: the key holds no Sluice state;
+/// backend_protocol_error: the item makes no sense).
+struct batch_item {
+  std::error_code ec;
+  detail::token_bucket_outcome outcome;
+};
+
+/// Reads the batch script's reply of `n` items into `out`; `decided` when the reply is an
+/// array of n items (each with its own result), else what went wrong for the whole call.
+script_reply parse_token_bucket_batch_reply(const redisReply& reply, std::size_t n,
+                                            std::vector<batch_item>& out);
+
 /// Appends `EVALSHA <sha> n <keys> <cap> <rate> <tokens back> ...` of
 /// lua/token_bucket_refund.lua (`params.cost_ut` is what goes back), or EVAL.
 void append_token_bucket_refund_command(std::string& out, script_call call,

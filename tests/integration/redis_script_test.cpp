@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sluice/error.hpp>
+
 #include "algorithm/token_bucket.hpp"
 #include "redis/token_bucket_command.hpp"
 #include "support/redis_client.hpp"
@@ -208,6 +210,131 @@ TEST(RedisScriptTest, MultiLuaMatchesCppOnRandomHistories) {
   EXPECT_GT(committed, steps / 10);
   EXPECT_GT(refused, steps / 10);
   EXPECT_GT(repeated, steps / 10);
+}
+
+// lua/token_bucket_batch.lua against token_bucket_decide item by item: a batch is n
+// independent decisions in order, so a repeated key sees what its earlier item wrote, and a
+// denial writes nothing. Calls of 1..8 items over a pool of 3 keys, policies changing.
+TEST(RedisScriptTest, BatchLuaMatchesCppOnRandomHistories) {
+  test::redis_server redis;
+  test::redis_client c(redis.port());
+  const std::uint64_t seed = std::random_device{}();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  int calls = 0, allowed = 0, denied = 0, repeated = 0;
+  for (int history = 0; history < 30; ++history) {
+    constexpr std::size_t pool = 3;
+    std::vector<std::string> names;
+    std::vector<std::optional<detail::token_bucket_state>> states(pool);
+    std::vector<shape> shapes_of(pool);
+    for (std::size_t k = 0; k < pool; ++k) {
+      names.push_back("batch:" + std::to_string(history) + ":" + std::to_string(k));
+      shapes_of[k] = shapes[rng() % std::size(shapes)];
+    }
+    std::int64_t now = 1'700'000'000'000 + std::uniform_int_distribution<std::int64_t>(0, 1e9)(rng);
+    for (int step = 0; step < 80; ++step, ++calls) {
+      SCOPED_TRACE("seed " + std::to_string(seed) + " history " + std::to_string(history) +
+                   " step " + std::to_string(step));
+      now += random_step(rng);
+      for (auto& sh : shapes_of) {
+        if (rng() % 20 == 0) sh = shapes[rng() % std::size(shapes)];
+      }
+      const std::size_t n = 1 + rng() % 8;
+      std::vector<redis::multi_key> keys;
+      std::vector<detail::token_bucket_outcome> cpp;
+      std::vector<std::optional<std::int64_t>> ttl(pool);  // of the key's last write
+      std::vector<bool> seen(pool, false);
+      bool dup = false;
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t k = rng() % pool;
+        dup = dup || seen[k];
+        seen[k] = true;
+        const shape sh = shapes_of[k];
+        const std::int64_t cost_tokens = rng() % 4 == 0
+                                             ? sh.capacity
+                                             : std::uniform_int_distribution<std::int64_t>(
+                                                   1, std::min<std::int64_t>(sh.capacity, 3))(rng);
+        const detail::token_bucket_params p{sh.capacity * detail::micro_tokens_per_token, sh.rate,
+                                            cost_tokens * detail::micro_tokens_per_token};
+        keys.push_back({names[k], p});
+        cpp.push_back(detail::token_bucket_decide(p, states[k], now));
+        if (cpp.back().allowed) {
+          states[k] = cpp.back().next;
+          ttl[k] = cpp.back().reset_after_ms;
+        }
+      }
+      repeated += dup ? 1 : 0;
+
+      std::string cmds;
+      redis::append_token_bucket_batch_command(cmds, redis::script_call::eval, keys, now);
+      for (std::size_t k = 0; k < pool; ++k) {
+        redis::append_command(cmds, {"PTTL", names[k]});
+        redis::append_command(cmds, {"PERSIST", names[k]});
+        redis::append_command(cmds, {"GET", names[k]});
+      }
+      const auto replies = c.transaction(cmds, 1 + 3 * pool);
+      std::vector<redis::batch_item> lua;
+      ASSERT_EQ(redis::parse_token_bucket_batch_reply(*replies->element[0], n, lua),
+                redis::script_reply::decided)
+          << redis::reply_text(*replies->element[0]);
+      for (std::size_t i = 0; i < n; ++i) {
+        SCOPED_TRACE("item " + std::to_string(i));
+        ASSERT_FALSE(lua[i].ec) << lua[i].ec.message();
+        ASSERT_EQ(lua[i].outcome.allowed, cpp[i].allowed);
+        ASSERT_EQ(lua[i].outcome.remaining_ut / detail::micro_tokens_per_token,
+                  cpp[i].remaining_ut / detail::micro_tokens_per_token);
+        ASSERT_EQ(lua[i].outcome.retry_after_ms, cpp[i].retry_after_ms);
+        ASSERT_EQ(lua[i].outcome.reset_after_ms, cpp[i].reset_after_ms);
+        (cpp[i].allowed ? allowed : denied) += 1;
+      }
+      for (std::size_t k = 0; k < pool; ++k) {
+        SCOPED_TRACE("key " + std::to_string(k));
+        const redisReply& stored = *replies->element[1 + 3 * k + 2];
+        if (!states[k]) {
+          ASSERT_EQ(stored.type, REDIS_REPLY_NIL);
+          continue;
+        }
+        ASSERT_EQ(redis::reply_text(stored),
+                  std::to_string(states[k]->level_ut) + " " + std::to_string(states[k]->ts_ms));
+        if (ttl[k]) {
+          const long long t = replies->element[1 + 3 * k]->integer;
+          ASSERT_LE(t, *ttl[k]);
+          ASSERT_GE(t, *ttl[k] - 1000);
+        }
+      }
+    }
+  }
+  std::printf("%d calls: %d allowed, %d denied, %d with a repeated key\n", calls, allowed, denied,
+              repeated);
+  EXPECT_GT(allowed, calls / 4);
+  EXPECT_GT(denied, calls / 4);
+  EXPECT_GT(repeated, calls / 4);
+}
+
+// A key that holds no Sluice state fails its own item of a batch, never its neighbours':
+// they are decided and written as if the bad key were not there.
+TEST(RedisScriptTest, BatchItemOnABadKeyFailsAlone) {
+  test::redis_server redis;
+  test::redis_client c(redis.port());
+  c.command({"SET", "garbage", "not a state"});
+  c.command({"HSET", "hash", "f", "v"});  // GET on it is WRONGTYPE
+  const detail::token_bucket_params p{10'000'000, 1000, 1'000'000};
+  const std::vector<redis::multi_key> keys{{"good", p}, {"garbage", p}, {"hash", p}, {"good", p}};
+  std::string cmd;
+  redis::append_token_bucket_batch_command(cmd, redis::script_call::eval, keys, 5000);
+  const auto replies = c.transaction(cmd, 1);
+  std::vector<redis::batch_item> items;
+  ASSERT_EQ(redis::parse_token_bucket_batch_reply(*replies->element[0], keys.size(), items),
+            redis::script_reply::decided);
+  EXPECT_FALSE(items[0].ec);
+  EXPECT_EQ(items[0].outcome.remaining_ut, 9'000'000);
+  EXPECT_EQ(items[1].ec, errc::backend_script_error);
+  EXPECT_EQ(items[2].ec, errc::backend_script_error);
+  EXPECT_FALSE(items[3].ec);
+  EXPECT_EQ(items[3].outcome.remaining_ut, 8'000'000);
+  EXPECT_EQ(redis::reply_text(*c.command({"GET", "good"})), "8000000 5000");
+  EXPECT_EQ(redis::reply_text(*c.command({"GET", "garbage"})), "not a state");
+  EXPECT_EQ(redis::reply_text(*c.command({"TYPE", "hash"})), "hash");
 }
 
 TEST(RedisScriptTest, MalformedStateIsAScriptError) {

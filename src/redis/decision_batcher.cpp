@@ -1,0 +1,235 @@
+#include "redis/decision_batcher.hpp"
+
+#include <sluice/error.hpp>
+
+#include <limits>
+#include <utility>
+
+#include <boost/asio/post.hpp>
+
+#include "redis/deadline_guard.hpp"
+#include "redis/token_bucket_command.hpp"
+
+namespace sluice::redis {
+namespace asio = boost::asio;
+
+namespace {
+
+// A batch of one is a plain pipelined call: then nothing needs to wait for a free slot.
+batcher_options without_batching_unbounded(batcher_options o) {
+  if (o.max_batch <= 1) {
+    o.max_batch = 1;
+    o.max_batches_in_flight = std::numeric_limits<std::size_t>::max();
+  }
+  return o;
+}
+
+}  // namespace
+
+decision_batcher::decision_batcher(asio::io_context& io, std::shared_ptr<connection> conn,
+                                   batcher_options options)
+    : io_(io), conn_(std::move(conn)), options_(without_batching_unbounded(options)) {}
+
+void decision_batcher::submit(std::string full_key, const detail::token_bucket_params& params,
+                              std::uint64_t capacity, decide_handler handler) {
+  // The connection's circuit breaker, before anything waits here.
+  switch (conn_->current_state()) {
+    case connection::state::down:
+      handler(make_error_code(errc::backend_unavailable), {});
+      return;
+    case connection::state::stopped:
+      handler(make_error_code(errc::backend_shutting_down), {});
+      return;
+    default:
+      break;
+  }
+  // Counted from here to completion, waiting or sent: the bound a caller sees is on
+  // decisions, whatever batches they travel in.
+  if (accepted_.fetch_add(1, std::memory_order_relaxed) >= options_.max_accepted) {
+    accepted_.fetch_sub(1, std::memory_order_relaxed);
+    handler(make_error_code(errc::backend_overloaded), {});
+    return;
+  }
+  std::unique_lock lock(mu_);
+  if (stopped_) {
+    lock.unlock();
+    accepted_.fetch_sub(1, std::memory_order_relaxed);
+    handler(make_error_code(errc::backend_shutting_down), {});
+    return;
+  }
+  waiting_.push_back({std::move(full_key), params, capacity,
+                      clock::now() + options_.command_timeout, std::move(handler)});
+  // While every batch slot is taken, the batch that completes next takes the waiting ones.
+  const bool post =
+      in_flight_ < options_.max_batches_in_flight && !std::exchange(flush_posted_, true);
+  lock.unlock();
+  if (post) asio::post(io_, [self = shared_from_this()] { self->flush(); });
+}
+
+void decision_batcher::stop() {
+  asio::post(io_, [self = shared_from_this()] {
+    std::deque<pending> left;
+    {
+      std::lock_guard lock(self->mu_);
+      self->stopped_ = true;
+      left.swap(self->waiting_);
+    }
+    for (auto& p : left) self->finish(p, make_error_code(errc::backend_shutting_down));
+  });
+}
+
+void decision_batcher::flush() {
+  for (;;) {
+    batch b;
+    {
+      std::lock_guard lock(mu_);
+      flush_posted_ = false;
+      if (waiting_.empty() || in_flight_ >= options_.max_batches_in_flight) return;
+      const std::size_t n = std::min(waiting_.size(), options_.max_batch);
+      b.reserve(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        b.push_back(std::move(waiting_.front()));
+        waiting_.pop_front();
+      }
+      ++in_flight_;
+    }
+    send(std::move(b));
+  }
+}
+
+void decision_batcher::send(batch b) {
+  // A decision whose deadline passed while it waited is not worth Redis's time.
+  const auto now = clock::now();
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    if (b[i].deadline <= now) {
+      finish(b[i], make_error_code(errc::backend_timeout));
+    } else {
+      if (kept != i) b[kept] = std::move(b[i]);
+      ++kept;
+    }
+  }
+  b.resize(kept);
+  if (b.empty()) {
+    batch_done();
+  } else if (b.size() == 1) {
+    send_single(std::move(b.front()));
+  } else {
+    send_batch(std::make_shared<batch>(std::move(b)));
+  }
+}
+
+void decision_batcher::batch_done() {
+  bool more = false;
+  {
+    std::lock_guard lock(mu_);
+    --in_flight_;
+    more = !waiting_.empty() && !std::exchange(flush_posted_, true);
+  }
+  // Posted, not run inline: batch_done may run inside the connection's handler, and the
+  // connection takes what this submits on its next flush either way.
+  if (more) asio::post(io_, [self = shared_from_this()] { self->flush(); });
+}
+
+void decision_batcher::send_single(pending p) {
+  std::string command;
+  command.reserve(80 + p.full_key.size());
+  append_token_bucket_command(command, script_call::evalsha, p.full_key, p.params);
+  const auto deadline = p.deadline;
+  conn_->async_exec_until(
+      deadline, std::move(command),
+      [self = shared_from_this(), p = std::move(p)](std::error_code ec, reply_ptr reply) mutable {
+        decision d;
+        detail::token_bucket_outcome o;
+        if (!ec && parse_token_bucket_reply(*reply, o) == script_reply::noscript) {
+          // The server lost its scripts (SCRIPT FLUSH): send the source once. EVAL caches it
+          // again, so later calls go back to EVALSHA.
+          auto g = guard_until(
+              self->io_, p.deadline,
+              decide_handler([self, h = std::move(p.handler)](std::error_code ec2, decision d2) {
+                self->accepted_.fetch_sub(1, std::memory_order_relaxed);
+                h(ec2, d2);
+              }));
+          self->batch_done();
+          if (!g) return;
+          std::string eval;
+          append_token_bucket_command(eval, script_call::eval, p.full_key, p.params);
+          self->conn_->async_exec_until(
+              p.deadline, std::move(eval),
+              [capacity = p.capacity, g](std::error_code ec2, reply_ptr r2) {
+                decision d2;
+                if (!ec2) ec2 = to_decision(*r2, capacity, d2);
+                g->complete(ec2, d2);
+              });
+          return;
+        }
+        if (!ec) ec = to_decision(*reply, p.capacity, d);
+        self->batch_done();
+        self->finish(p, ec, d);
+      });
+}
+
+void decision_batcher::send_batch(std::shared_ptr<batch> b) {
+  std::string command;
+  append_batch_command(command, script_call::evalsha, *b);
+  // FIFO: the first decision waited longest, so its deadline is the batch's.
+  const auto deadline = b->front().deadline;
+  conn_->async_exec_until(
+      deadline, std::move(command),
+      [self = shared_from_this(), b](std::error_code ec, reply_ptr reply) {
+        self->batch_done();
+        if (!ec && is_error(*reply, "NOSCRIPT")) {
+          // As for one key: send the source once, within the same deadline.
+          auto g = guard_until(self->io_, b->front().deadline,
+                               exec_handler([self, b](std::error_code ec2, reply_ptr r2) {
+                                 self->complete(*b, ec2, r2);
+                               }));
+          if (!g) return;
+          std::string eval;
+          append_batch_command(eval, script_call::eval, *b);
+          self->conn_->async_exec_until(
+              b->front().deadline, std::move(eval),
+              [g](std::error_code ec2, reply_ptr r2) { g->complete(ec2, std::move(r2)); });
+          return;
+        }
+        self->complete(*b, ec, reply);
+      });
+}
+
+void decision_batcher::append_batch_command(std::string& out, script_call call, const batch& b) {
+  std::vector<multi_key> keys;
+  keys.reserve(b.size());
+  for (const auto& p : b) keys.push_back({p.full_key, p.params});
+  append_token_bucket_batch_command(out, call, keys);
+}
+
+void decision_batcher::complete(batch& b, std::error_code ec, const reply_ptr& reply) {
+  std::vector<batch_item> items;
+  if (!ec) {
+    switch (parse_token_bucket_batch_reply(*reply, b.size(), items)) {
+      case script_reply::decided:
+        break;
+      case script_reply::noscript:
+      case script_reply::failed:
+        ec = make_error_code(errc::backend_script_error);
+        break;
+      case script_reply::malformed:
+        ec = make_error_code(errc::backend_protocol_error);
+        break;
+    }
+  }
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    if (ec || items[i].ec) {
+      finish(b[i], ec ? ec : items[i].ec);
+    } else {
+      finish(b[i], {}, detail::to_decision(items[i].outcome, b[i].capacity));
+    }
+  }
+}
+
+void decision_batcher::finish(pending& p, std::error_code ec, decision d) {
+  accepted_.fetch_sub(1, std::memory_order_relaxed);
+  p.handler(ec, d);
+}
+
+}  // namespace sluice::redis

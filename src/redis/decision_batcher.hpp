@@ -1,0 +1,99 @@
+#pragma once
+// Coalesces concurrent single-key decisions into one script call (lua/token_bucket_batch.lua)
+// on one connection, so that Redis runs one EVALSHA and one TIME for many decisions: most of
+// a decision's Redis CPU is the per-call cost (docs/BENCHMARKS.md, "where a decision's Redis
+// CPU goes").
+//
+// No delay is added: a decision goes out at once while fewer than `max_batches_in_flight`
+// batches await replies. Only when that many are in flight do decisions wait, and then they
+// leave together, up to `max_batch` per call, as soon as one batch is answered. So batches
+// stay at one decision under light load and grow by themselves when Redis is the bottleneck.
+// A batch of one is sent as the single-key script, exactly as without batching.
+//
+// Each decision keeps its own deadline (submission + command timeout) through the wait: a
+// batch is sent with the earliest deadline of its decisions, and a decision whose deadline
+// passed while it waited fails with backend_timeout without being sent.
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <sluice/backend.hpp>
+
+#include <boost/asio/io_context.hpp>
+
+#include "algorithm/token_bucket.hpp"
+#include "redis/connection.hpp"
+#include "redis/token_bucket_command.hpp"
+
+namespace sluice::redis {
+
+struct batcher_options {
+  std::size_t max_batch = 32;  ///< decisions per script call; 1: no batching
+  /// Calls awaiting replies before decisions wait (with max_batch 1: no limit). Four keeps
+  /// Redis busy while the client handles the replies of the others (docs/BENCHMARKS.md).
+  std::size_t max_batches_in_flight = 4;
+  /// Decisions accepted and not yet completed, waiting or sent; more fail fast with
+  /// backend_overloaded.
+  std::size_t max_accepted = 65536;
+  std::chrono::milliseconds command_timeout{50};
+};
+
+class decision_batcher : public std::enable_shared_from_this<decision_batcher> {
+ public:
+  /// Sends on `conn`, whose I/O thread runs `io`.
+  decision_batcher(boost::asio::io_context& io, std::shared_ptr<connection> conn,
+                   batcher_options options);
+  decision_batcher(const decision_batcher&) = delete;
+  decision_batcher& operator=(const decision_batcher&) = delete;
+
+  /// Decides `params` on `full_key`. `handler` runs exactly once: on the I/O thread, or inline
+  /// when the decision is refused at once (Redis known to be down, too many waiting, stopped).
+  /// Thread-safe.
+  void submit(std::string full_key, const detail::token_bucket_params& params,
+              std::uint64_t capacity, decide_handler handler);
+
+  /// Fails every waiting decision with backend_shutting_down (on the I/O thread) and refuses
+  /// new ones. Batches already sent complete as the connection completes them. Idempotent.
+  void stop();
+
+ private:
+  using clock = std::chrono::steady_clock;
+  struct pending {
+    std::string full_key;
+    detail::token_bucket_params params;
+    std::uint64_t capacity;
+    clock::time_point deadline;
+    decide_handler handler;
+  };
+  using batch = std::vector<pending>;
+
+  void flush();
+  void send(batch b);
+  void send_single(pending p);
+  void send_batch(std::shared_ptr<batch> b);
+  void batch_done();
+  static void append_batch_command(std::string& out, script_call call, const batch& b);
+  // Every handler of `b` once: with `ec`, or each with its item of the reply.
+  void complete(batch& b, std::error_code ec, const reply_ptr& reply);
+  // p's handler, once, and p no longer counts as accepted.
+  void finish(pending& p, std::error_code ec, decision d = {});
+
+  boost::asio::io_context& io_;
+  const std::shared_ptr<connection> conn_;
+  const batcher_options options_;
+
+  std::atomic<std::size_t> accepted_{0};
+  std::mutex mu_;
+  std::deque<pending> waiting_;
+  std::size_t in_flight_ = 0;  // batches sent and not yet completed
+  bool flush_posted_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace sluice::redis
