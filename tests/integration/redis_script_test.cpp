@@ -48,6 +48,56 @@ std::int64_t random_step(std::mt19937_64& rng) {
   }
 }
 
+// A cost of 1..3 tokens, or the whole capacity one time in `full_one_in`.
+detail::token_bucket_params random_params(std::mt19937_64& rng, shape sh, unsigned full_one_in) {
+  const std::int64_t cost_tokens = rng() % full_one_in == 0
+                                       ? sh.capacity
+                                       : std::uniform_int_distribution<std::int64_t>(
+                                             1, std::min<std::int64_t>(sh.capacity, 3))(rng);
+  return {sh.capacity * detail::micro_tokens_per_token, sh.rate,
+          cost_tokens * detail::micro_tokens_per_token};
+}
+
+// Every field a caller sees (remaining in whole tokens, as the script replies it).
+void expect_same_outcome(const detail::token_bucket_outcome& lua,
+                         const detail::token_bucket_outcome& cpp) {
+  ASSERT_EQ(lua.allowed, cpp.allowed);
+  ASSERT_EQ(lua.remaining_ut / detail::micro_tokens_per_token,
+            cpp.remaining_ut / detail::micro_tokens_per_token);
+  ASSERT_EQ(lua.retry_after_ms, cpp.retry_after_ms);
+  ASSERT_EQ(lua.reset_after_ms, cpp.reset_after_ms);
+}
+
+// A few keys, each with its own policy, for the multi-key scripts; the policies drift.
+struct key_pool {
+  static constexpr std::size_t size = 3;
+  std::vector<std::string> names;
+  std::vector<std::optional<detail::token_bucket_state>> states =
+      std::vector<std::optional<detail::token_bucket_state>>(size);
+  std::vector<shape> shapes_of = std::vector<shape>(size);
+
+  key_pool(const std::string& prefix, int history, std::mt19937_64& rng) {
+    for (std::size_t k = 0; k < size; ++k) {
+      names.push_back(prefix + std::to_string(history) + ":" + std::to_string(k));
+      shapes_of[k] = shapes[rng() % std::size(shapes)];
+    }
+  }
+  void drift(std::mt19937_64& rng) {
+    for (auto& sh : shapes_of) {
+      if (rng() % 20 == 0) sh = shapes[rng() % std::size(shapes)];
+    }
+  }
+  // After a script call: each key's expiry, then PERSIST (the history runs on its own clock
+  // while Redis expires in real time), then its value; 3 replies per key.
+  void append_probes(std::string& cmds) const {
+    for (const auto& name : names) {
+      redis::append_command(cmds, {"PTTL", name});
+      redis::append_command(cmds, {"PERSIST", name});
+      redis::append_command(cmds, {"GET", name});
+    }
+  }
+};
+
 TEST(RedisScriptTest, LuaMatchesCppOnRandomHistories) {
   test::redis_server redis;
   test::redis_client c(redis.port());
@@ -65,12 +115,7 @@ TEST(RedisScriptTest, LuaMatchesCppOnRandomHistories) {
                    " step " + std::to_string(step));
       now += random_step(rng);
       if (rng() % 20 == 0) sh = shapes[rng() % std::size(shapes)];  // the policy changed
-      const std::int64_t cost_tokens = rng() % 4 == 0
-                                           ? sh.capacity
-                                           : std::uniform_int_distribution<std::int64_t>(
-                                                 1, std::min<std::int64_t>(sh.capacity, 3))(rng);
-      const detail::token_bucket_params p{sh.capacity * detail::micro_tokens_per_token, sh.rate,
-                                          cost_tokens * detail::micro_tokens_per_token};
+      const auto p = random_params(rng, sh, 4);
 
       const auto cpp = detail::token_bucket_decide(p, state, now);
       // The script, then the key's expiry and value, with nothing in between. Redis expires
@@ -86,11 +131,7 @@ TEST(RedisScriptTest, LuaMatchesCppOnRandomHistories) {
       ASSERT_EQ(redis::parse_token_bucket_reply(*replies->element[0], lua),
                 redis::script_reply::decided)
           << redis::reply_text(*replies->element[0]);
-      ASSERT_EQ(lua.allowed, cpp.allowed);
-      ASSERT_EQ(lua.remaining_ut / detail::micro_tokens_per_token,
-                cpp.remaining_ut / detail::micro_tokens_per_token);
-      ASSERT_EQ(lua.retry_after_ms, cpp.retry_after_ms);
-      ASSERT_EQ(lua.reset_after_ms, cpp.reset_after_ms);
+      ASSERT_NO_FATAL_FAILURE(expect_same_outcome(lua, cpp));
       const long long ttl = replies->element[1]->integer;
       const redisReply& stored = *replies->element[3];
       if (cpp.allowed) {
@@ -121,22 +162,16 @@ TEST(RedisScriptTest, MultiLuaMatchesCppOnRandomHistories) {
   std::mt19937_64 rng(seed);
   int steps = 0, committed = 0, refused = 0, repeated = 0;
   for (int history = 0; history < 30; ++history) {
-    constexpr std::size_t pool = 3;
-    std::vector<std::string> names;
-    std::vector<std::optional<detail::token_bucket_state>> states(pool);
-    std::vector<shape> shapes_of(pool);
-    for (std::size_t k = 0; k < pool; ++k) {
-      names.push_back("multi:" + std::to_string(history) + ":" + std::to_string(k));
-      shapes_of[k] = shapes[rng() % std::size(shapes)];
-    }
+    key_pool kp("multi:", history, rng);
+    constexpr std::size_t pool = key_pool::size;
+    auto& names = kp.names;
+    auto& states = kp.states;
     std::int64_t now = 1'700'000'000'000 + std::uniform_int_distribution<std::int64_t>(0, 1e9)(rng);
     for (int step = 0; step < 100; ++step, ++steps) {
       SCOPED_TRACE("seed " + std::to_string(seed) + " history " + std::to_string(history) +
                    " step " + std::to_string(step));
       now += random_step(rng);
-      for (auto& sh : shapes_of) {
-        if (rng() % 20 == 0) sh = shapes[rng() % std::size(shapes)];
-      }
+      kp.drift(rng);
       const std::size_t n = 2 + rng() % 4;
       std::vector<detail::token_bucket_item> items;
       std::vector<redis::multi_key> keys;
@@ -146,13 +181,7 @@ TEST(RedisScriptTest, MultiLuaMatchesCppOnRandomHistories) {
         const std::size_t k = rng() % pool;
         dup = dup || seen[k];
         seen[k] = true;
-        const shape sh = shapes_of[k];
-        const std::int64_t cost_tokens = rng() % 5 == 0
-                                             ? sh.capacity
-                                             : std::uniform_int_distribution<std::int64_t>(
-                                                   1, std::min<std::int64_t>(sh.capacity, 3))(rng);
-        const detail::token_bucket_params p{sh.capacity * detail::micro_tokens_per_token, sh.rate,
-                                            cost_tokens * detail::micro_tokens_per_token};
+        const auto p = random_params(rng, kp.shapes_of[k], 5);
         items.push_back({p, k});
         keys.push_back({names[k], p});
       }
@@ -161,11 +190,7 @@ TEST(RedisScriptTest, MultiLuaMatchesCppOnRandomHistories) {
 
       std::string cmds;
       redis::append_token_bucket_multi_command(cmds, redis::script_call::eval, keys, now);
-      for (std::size_t k = 0; k < pool; ++k) {
-        redis::append_command(cmds, {"PTTL", names[k]});
-        redis::append_command(cmds, {"PERSIST", names[k]});
-        redis::append_command(cmds, {"GET", names[k]});
-      }
+      kp.append_probes(cmds);
       const auto replies = c.transaction(cmds, 1 + 3 * pool);
       std::vector<detail::token_bucket_outcome> lua;
       ASSERT_EQ(redis::parse_token_bucket_multi_reply(*replies->element[0], n, lua),
@@ -173,11 +198,7 @@ TEST(RedisScriptTest, MultiLuaMatchesCppOnRandomHistories) {
           << redis::reply_text(*replies->element[0]);
       for (std::size_t i = 0; i < n; ++i) {
         SCOPED_TRACE("item " + std::to_string(i));
-        ASSERT_EQ(lua[i].allowed, cpp.items[i].allowed);
-        ASSERT_EQ(lua[i].remaining_ut / detail::micro_tokens_per_token,
-                  cpp.items[i].remaining_ut / detail::micro_tokens_per_token);
-        ASSERT_EQ(lua[i].retry_after_ms, cpp.items[i].retry_after_ms);
-        ASSERT_EQ(lua[i].reset_after_ms, cpp.items[i].reset_after_ms);
+        ASSERT_NO_FATAL_FAILURE(expect_same_outcome(lua[i], cpp.items[i]));
       }
       if (cpp.allowed) {
         ++committed;
@@ -223,22 +244,16 @@ TEST(RedisScriptTest, BatchLuaMatchesCppOnRandomHistories) {
   std::mt19937_64 rng(seed);
   int calls = 0, allowed = 0, denied = 0, repeated = 0;
   for (int history = 0; history < 30; ++history) {
-    constexpr std::size_t pool = 3;
-    std::vector<std::string> names;
-    std::vector<std::optional<detail::token_bucket_state>> states(pool);
-    std::vector<shape> shapes_of(pool);
-    for (std::size_t k = 0; k < pool; ++k) {
-      names.push_back("batch:" + std::to_string(history) + ":" + std::to_string(k));
-      shapes_of[k] = shapes[rng() % std::size(shapes)];
-    }
+    key_pool kp("batch:", history, rng);
+    constexpr std::size_t pool = key_pool::size;
+    auto& names = kp.names;
+    auto& states = kp.states;
     std::int64_t now = 1'700'000'000'000 + std::uniform_int_distribution<std::int64_t>(0, 1e9)(rng);
     for (int step = 0; step < 80; ++step, ++calls) {
       SCOPED_TRACE("seed " + std::to_string(seed) + " history " + std::to_string(history) +
                    " step " + std::to_string(step));
       now += random_step(rng);
-      for (auto& sh : shapes_of) {
-        if (rng() % 20 == 0) sh = shapes[rng() % std::size(shapes)];
-      }
+      kp.drift(rng);
       const std::size_t n = 1 + rng() % 8;
       std::vector<redis::multi_key> keys;
       std::vector<detail::token_bucket_outcome> cpp;
@@ -249,13 +264,7 @@ TEST(RedisScriptTest, BatchLuaMatchesCppOnRandomHistories) {
         const std::size_t k = rng() % pool;
         dup = dup || seen[k];
         seen[k] = true;
-        const shape sh = shapes_of[k];
-        const std::int64_t cost_tokens = rng() % 4 == 0
-                                             ? sh.capacity
-                                             : std::uniform_int_distribution<std::int64_t>(
-                                                   1, std::min<std::int64_t>(sh.capacity, 3))(rng);
-        const detail::token_bucket_params p{sh.capacity * detail::micro_tokens_per_token, sh.rate,
-                                            cost_tokens * detail::micro_tokens_per_token};
+        const auto p = random_params(rng, kp.shapes_of[k], 4);
         keys.push_back({names[k], p});
         cpp.push_back(detail::token_bucket_decide(p, states[k], now));
         if (cpp.back().allowed) {
@@ -267,11 +276,7 @@ TEST(RedisScriptTest, BatchLuaMatchesCppOnRandomHistories) {
 
       std::string cmds;
       redis::append_token_bucket_batch_command(cmds, redis::script_call::eval, keys, now);
-      for (std::size_t k = 0; k < pool; ++k) {
-        redis::append_command(cmds, {"PTTL", names[k]});
-        redis::append_command(cmds, {"PERSIST", names[k]});
-        redis::append_command(cmds, {"GET", names[k]});
-      }
+      kp.append_probes(cmds);
       const auto replies = c.transaction(cmds, 1 + 3 * pool);
       std::vector<redis::batch_item> lua;
       ASSERT_EQ(redis::parse_token_bucket_batch_reply(*replies->element[0], n, lua),
@@ -280,11 +285,7 @@ TEST(RedisScriptTest, BatchLuaMatchesCppOnRandomHistories) {
       for (std::size_t i = 0; i < n; ++i) {
         SCOPED_TRACE("item " + std::to_string(i));
         ASSERT_FALSE(lua[i].ec) << lua[i].ec.message();
-        ASSERT_EQ(lua[i].outcome.allowed, cpp[i].allowed);
-        ASSERT_EQ(lua[i].outcome.remaining_ut / detail::micro_tokens_per_token,
-                  cpp[i].remaining_ut / detail::micro_tokens_per_token);
-        ASSERT_EQ(lua[i].outcome.retry_after_ms, cpp[i].retry_after_ms);
-        ASSERT_EQ(lua[i].outcome.reset_after_ms, cpp[i].reset_after_ms);
+        ASSERT_NO_FATAL_FAILURE(expect_same_outcome(lua[i].outcome, cpp[i]));
         (cpp[i].allowed ? allowed : denied) += 1;
       }
       for (std::size_t k = 0; k < pool; ++k) {
