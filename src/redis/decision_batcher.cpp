@@ -205,19 +205,7 @@ void decision_batcher::append_batch_command(std::string& out, script_call call, 
 
 void decision_batcher::complete(batch& b, std::error_code ec, const reply_ptr& reply) {
   std::vector<batch_item> items;
-  if (!ec) {
-    switch (parse_token_bucket_batch_reply(*reply, b.size(), items)) {
-      case script_reply::decided:
-        break;
-      case script_reply::noscript:
-      case script_reply::failed:
-        ec = make_error_code(errc::backend_script_error);
-        break;
-      case script_reply::malformed:
-        ec = make_error_code(errc::backend_protocol_error);
-        break;
-    }
-  }
+  if (!ec) ec = to_error(parse_token_bucket_batch_reply(*reply, b.size(), items));
   for (std::size_t i = 0; i < b.size(); ++i) {
     if (ec || items[i].ec) {
       finish(b[i], ec ? ec : items[i].ec);

@@ -112,17 +112,9 @@ script_reply parse_token_bucket_batch_reply(const redisReply& reply, std::size_t
   out.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
     const redisReply* e = reply.element[i];
-    switch (e ? parse_token_bucket_reply(*e, out[i].outcome) : script_reply::malformed) {
-      case script_reply::decided:
-        break;
-      case script_reply::noscript:  // not something an item can say: nonsense
-      case script_reply::malformed:
-        out[i].ec = make_error_code(errc::backend_protocol_error);
-        break;
-      case script_reply::failed:
-        out[i].ec = make_error_code(errc::backend_script_error);
-        break;
-    }
+    const auto r = e ? parse_token_bucket_reply(*e, out[i].outcome) : script_reply::malformed;
+    // NOSCRIPT is not something an item can say: nonsense.
+    out[i].ec = to_error(r == script_reply::noscript ? script_reply::malformed : r);
   }
   return script_reply::decided;
 }
@@ -130,21 +122,14 @@ script_reply parse_token_bucket_batch_reply(const redisReply& reply, std::size_t
 std::error_code to_decisions(const redisReply& reply, std::span<const std::uint64_t> capacities,
                              std::vector<decision>& out) {
   std::vector<detail::token_bucket_outcome> os;
-  switch (parse_token_bucket_multi_reply(reply, capacities.size(), os)) {
-    case script_reply::decided:
-      out.clear();
-      out.reserve(os.size());
-      for (std::size_t i = 0; i < os.size(); ++i) {
-        out.push_back(detail::to_decision(os[i], capacities[i]));
-      }
-      return {};
-    case script_reply::noscript:
-    case script_reply::failed:
-      return make_error_code(errc::backend_script_error);
-    case script_reply::malformed:
-      break;
+  if (const auto ec = to_error(parse_token_bucket_multi_reply(reply, capacities.size(), os)))
+    return ec;
+  out.clear();
+  out.reserve(os.size());
+  for (std::size_t i = 0; i < os.size(); ++i) {
+    out.push_back(detail::to_decision(os[i], capacities[i]));
   }
-  return make_error_code(errc::backend_protocol_error);
+  return {};
 }
 
 script_reply parse_token_bucket_reply(const redisReply& reply,
@@ -173,9 +158,14 @@ script_reply parse_token_bucket_reply(const redisReply& reply,
 std::error_code to_decision(const redisReply& reply, std::uint64_t capacity,
                             decision& out) noexcept {
   detail::token_bucket_outcome o;
-  switch (parse_token_bucket_reply(reply, o)) {
+  if (const auto ec = to_error(parse_token_bucket_reply(reply, o))) return ec;
+  out = detail::to_decision(o, capacity);
+  return {};
+}
+
+std::error_code to_error(script_reply r) noexcept {
+  switch (r) {
     case script_reply::decided:
-      out = detail::to_decision(o, capacity);
       return {};
     case script_reply::noscript:
     case script_reply::failed:

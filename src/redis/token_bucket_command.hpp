@@ -33,6 +33,10 @@ enum class script_reply {
   malformed,  ///< not {0|1, remaining, retry_after_ms, reset_after_ms}: backend_protocol_error
 };
 
+/// The error a caller sees for `r`: none for `decided`; a reply still lacking the script
+/// after the EVAL fallback (noscript) counts as a script error.
+std::error_code to_error(script_reply r) noexcept;
+
 /// Reads the script's reply into the outcome it encodes (remaining as whole tokens).
 script_reply parse_token_bucket_reply(const redisReply& reply,
                                       detail::token_bucket_outcome& out) noexcept;
