@@ -75,6 +75,26 @@ redis::connection_config make_config(const redis_options& o, const redis_url& u,
 
 using redis::guard_until;
 
+// io.run(), except that after the last handler ran the thread polls for `poll_for` (yielding
+// the core in between) before it sleeps in epoll_wait: see redis_options::poll_before_sleep.
+void run_polling(asio::io_context& io, std::chrono::microseconds poll_for) {
+  if (poll_for <= std::chrono::microseconds::zero()) {
+    io.run();
+    return;
+  }
+  auto busy_at = std::chrono::steady_clock::now();
+  while (!io.stopped()) {
+    if (io.poll() > 0) {
+      busy_at = std::chrono::steady_clock::now();
+    } else if (std::chrono::steady_clock::now() - busy_at < poll_for) {
+      std::this_thread::yield();
+    } else {
+      io.run_one();
+      busy_at = std::chrono::steady_clock::now();
+    }
+  }
+}
+
 class redis_backend final : public backend {
  public:
   redis_backend(const redis_options& o, const redis_url& u, redis::tls_config tls)
@@ -91,10 +111,10 @@ class redis_backend final : public backend {
                                .max_accepted = o.max_in_flight,
                                .command_timeout = o.command_timeout});
     core_->conn->start();
-    thread_ = std::thread([core = core_] {
+    thread_ = std::thread([core = core_, poll_for = o.poll_before_sleep] {
       for (;;) {
         try {
-          core->io.run();
+          run_polling(core->io, poll_for);
           return;
         } catch (const std::exception& e) {
           spdlog::error("sluice redis: I/O thread: unexpected exception: {}", e.what());

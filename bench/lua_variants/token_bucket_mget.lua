@@ -1,7 +1,8 @@
--- A measured proposal, not used by Sluice: lua/token_bucket.lua for N keys in one call, so one
--- EVALSHA, one TIME and one MGET serve N decisions (the pipeline would coalesce concurrent
--- checks into one call; on a Cluster only keys of one slot). A key that appears twice sees
--- its first write. Same units as lua/token_bucket.lua.
+-- A measured variant, not used by Sluice: lua/token_bucket_batch.lua with one MGET for all N
+-- keys instead of one GET per key. Cheaper for Redis, but MGET answers nil for a key of another
+-- type, which this script would then overwrite with a bucket: the shipped script reads each key
+-- with redis.pcall('GET') so a wrong-type key fails its own decision and is left alone. Same
+-- units as lua/token_bucket.lua; a key that appears twice sees its first write.
 -- KEYS[1..n]  buckets      ARGV[3i-2], ARGV[3i-1], ARGV[3i]  capacity, rate, cost of KEYS[i]
 -- Reply:      4n integers: allowed, remaining, retry_after_ms, reset_after_ms per key
 local t = redis.call('TIME')
