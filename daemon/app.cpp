@@ -2,11 +2,13 @@
 
 #include <csignal>
 #include <iostream>
+#include <memory>
 #include <thread>
 #include <vector>
 
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 
@@ -93,9 +95,21 @@ int run(app_options opts) {
   spdlog::set_level(spdlog::level::from_str(opts.cfg.log_level));
   const unsigned threads =
       opts.cfg.threads ? opts.cfg.threads : std::max(1u, std::thread::hardware_concurrency());
-  // Declared before the service, so it is destroyed after it: the backend may still complete
-  // a check (posting to a connection's strand) while it shuts down.
-  asio::io_context ioc{static_cast<int>(threads)};
+  // One io_context per thread, each run by that thread alone: a connection's handlers then
+  // never need a strand or a lock, and a thread sleeps in its own epoll instead of being
+  // handed work through a shared queue. The first also runs the acceptor and the signals.
+  // Declared before the service, so they are destroyed after it: the backend may still
+  // complete a check (posting to a connection's io_context) while it shuts down.
+  std::vector<std::unique_ptr<asio::io_context>> iocs;
+  std::vector<asio::io_context*> workers;
+  for (unsigned i = 0; i < threads; ++i) {
+    iocs.push_back(std::make_unique<asio::io_context>(1));
+    workers.push_back(iocs.back().get());
+  }
+  auto& ioc = *iocs.front();
+  auto stop_all = [&iocs] {
+    for (auto& c : iocs) c->stop();
+  };
   std::unique_ptr<service> svc;
   try {
     svc = std::make_unique<service>(opts.cfg);
@@ -109,7 +123,7 @@ int run(app_options opts) {
     return 1;
   }
   const auto& cfg = svc->current()->cfg;
-  auto srv = std::make_shared<server>(ioc, *svc);
+  auto srv = std::make_shared<server>(ioc, *svc, workers);
   asio::ip::tcp::endpoint bound;
   try {
     bound = srv->listen({asio::ip::make_address(cfg.listen_host), cfg.listen_port});
@@ -143,21 +157,24 @@ int run(app_options opts) {
         } else if (!stopping) {
           stopping = true;
           spdlog::info("signal {}: draining in-flight requests", sig);
-          srv->drain(svc->current()->cfg.limits.shutdown_timeout, [&ioc] {
+          srv->drain(svc->current()->cfg.limits.shutdown_timeout, [&stop_all] {
             spdlog::info("drained; exiting");
-            ioc.stop();
+            stop_all();
           });
         } else {
           spdlog::warn("second signal {}: exiting now", sig);
-          ioc.stop();
+          stop_all();
           return;
         }
         signals.async_wait(on_signal);
       };
   signals.async_wait(on_signal);
 
+  // Each io_context runs until stop_all(), also while it has no connection.
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> keep_running;
+  for (auto& c : iocs) keep_running.push_back(asio::make_work_guard(*c));
   std::vector<std::thread> pool;
-  for (unsigned i = 1; i < threads; ++i) pool.emplace_back([&ioc] { ioc.run(); });
+  for (unsigned i = 1; i < threads; ++i) pool.emplace_back([c = iocs[i].get()] { c->run(); });
   ioc.run();
   for (auto& t : pool) t.join();
   return 0;

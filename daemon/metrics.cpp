@@ -7,6 +7,11 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <cstdio>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+
 #include <sluice/error.hpp>
 
 namespace sluice::daemon {
@@ -15,6 +20,46 @@ namespace {
 double seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
+
+struct string_hash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const noexcept {
+    return std::hash<std::string_view>{}(s);
+  }
+};
+
+// The label values of one series joined into one lookup key ('\x1f' cannot occur in a
+// policy, rule or endpoint name). One buffer per thread, so a hit allocates nothing.
+template <class... Values>
+std::string_view series_key(const Values&... values) {
+  thread_local std::string key;
+  key.clear();
+  ((key.append(values), key.push_back('\x1f')), ...);
+  return key;
+}
+
+// Family::Add locks the family and builds a std::map of label strings on every call, which
+// on the request path cost more than the decision itself. Series are never removed, so a
+// pointer found once stays valid: look it up under a shared lock, add it once.
+template <class Metric>
+class series_cache {
+ public:
+  template <class Add>
+  Metric& get(std::string_view key, Add&& add) {
+    {
+      std::shared_lock lock(mu_);
+      if (auto it = series_.find(key); it != series_.end()) return *it->second;
+    }
+    std::unique_lock lock(mu_);
+    auto [it, inserted] = series_.try_emplace(std::string(key), nullptr);
+    if (inserted) it->second = &add();
+    return *it->second;
+  }
+
+ private:
+  std::shared_mutex mu_;
+  std::unordered_map<std::string, Metric*, string_hash, std::equal_to<>> series_;
+};
 }  // namespace
 
 struct metrics::families {
@@ -29,6 +74,11 @@ struct metrics::families {
   // Latencies from 100 us (memory, local Redis) to 2.5 s (far beyond any sane timeout).
   const prometheus::Histogram::BucketBoundaries buckets{
       0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
+  // The series written on every request.
+  series_cache<prometheus::Counter> decision_series{};
+  series_cache<prometheus::Counter> request_series{};
+  series_cache<prometheus::Histogram> request_latency_series{};
+  prometheus::Histogram* backend_latency_series = nullptr;
 };
 
 metrics::metrics() : registry_(std::make_shared<prometheus::Registry>()) {
@@ -68,7 +118,7 @@ metrics::metrics() : registry_(std::make_shared<prometheus::Registry>()) {
           .Register(r),
   });
   // Present from the start, so dashboards see zeros rather than nothing.
-  f_->backend_latency.Add({}, f_->buckets);
+  f_->backend_latency_series = &f_->backend_latency.Add({}, f_->buckets);
   f_->reloads.Add({{"result", "success"}});
   f_->reloads.Add({{"result", "failure"}});
   f_->backend_up.Add({}).Set(1);
@@ -78,11 +128,14 @@ metrics::~metrics() = default;
 
 void metrics::decision(std::string_view endpoint, std::string_view policy, std::string_view rule,
                        std::string_view result) {
-  f_->decisions
-      .Add({{"endpoint", std::string(endpoint)},
-            {"policy", std::string(policy)},
-            {"rule", std::string(rule)},
-            {"result", std::string(result)}})
+  f_->decision_series
+      .get(series_key(endpoint, policy, rule, result),
+           [&]() -> prometheus::Counter& {
+             return f_->decisions.Add({{"endpoint", std::string(endpoint)},
+                                       {"policy", std::string(policy)},
+                                       {"rule", std::string(rule)},
+                                       {"result", std::string(result)}});
+           })
       .Increment();
 }
 
@@ -118,14 +171,27 @@ void metrics::backend_error(std::error_code ec) {
 }
 
 void metrics::backend_latency(std::chrono::steady_clock::duration d) {
-  f_->backend_latency.Add({}, f_->buckets).Observe(seconds(d));
+  f_->backend_latency_series->Observe(seconds(d));
 }
 
 void metrics::request(std::string_view endpoint, unsigned status,
                       std::chrono::steady_clock::duration d) {
-  f_->requests.Add({{"endpoint", std::string(endpoint)}, {"code", std::to_string(status)}})
+  char code[12];
+  const auto code_len = std::snprintf(code, sizeof code, "%u", status);
+  const std::string_view code_sv(code, static_cast<std::size_t>(code_len));
+  f_->request_series
+      .get(series_key(endpoint, code_sv),
+           [&]() -> prometheus::Counter& {
+             return f_->requests.Add(
+                 {{"endpoint", std::string(endpoint)}, {"code", std::string(code_sv)}});
+           })
       .Increment();
-  f_->request_latency.Add({{"endpoint", std::string(endpoint)}}, f_->buckets).Observe(seconds(d));
+  f_->request_latency_series
+      .get(series_key(endpoint),
+           [&]() -> prometheus::Histogram& {
+             return f_->request_latency.Add({{"endpoint", std::string(endpoint)}}, f_->buckets);
+           })
+      .Observe(seconds(d));
 }
 
 void metrics::reload(bool ok) {

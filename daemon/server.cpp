@@ -24,7 +24,8 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 using tcp = asio::ip::tcp;
 
-// One connection. Everything runs on the connection's strand; `busy_` is true from a
+// One connection. Everything runs on the connection's executor (a strand, or a worker
+// io_context run by one thread); `busy_` is true from a
 // complete request until its response is written, which is what the drain waits for.
 class session : public std::enable_shared_from_this<session> {
  public:
@@ -184,11 +185,18 @@ class session : public std::enable_shared_from_this<session> {
   std::size_t discarded_ = 0;
 };
 
-server::server(asio::io_context& ioc, service& svc)
+server::server(asio::io_context& ioc, service& svc, std::vector<asio::io_context*> workers)
     : ioc_(ioc),
       svc_(svc),
+      workers_(std::move(workers)),
       acceptor_(asio::make_strand(ioc)),
       accept_pause_(acceptor_.get_executor()) {}
+
+asio::any_io_executor server::next_session_executor() {
+  if (workers_.empty()) return asio::make_strand(ioc_);
+  next_worker_ = (next_worker_ + 1) % workers_.size();
+  return workers_[next_worker_]->get_executor();
+}
 
 tcp::endpoint server::listen(const tcp::endpoint& ep) {
   acceptor_.open(ep.protocol());
@@ -204,7 +212,7 @@ void server::start() {
 
 void server::do_accept() {
   acceptor_.async_accept(
-      asio::make_strand(ioc_), [self = shared_from_this()](beast::error_code ec, tcp::socket s) {
+      next_session_executor(), [self = shared_from_this()](beast::error_code ec, tcp::socket s) {
         if (self->draining() || !self->acceptor_.is_open()) return;
         if (ec) {
           if (self->accept_errors_++ == 0) {

@@ -1,15 +1,18 @@
 #pragma once
 // The HTTP/1.1 server (Boost.Beast): a listener accepting connections and one session per
-// connection on its own strand, with keep-alive, read timeouts, request-size limits and a
-// drain for SIGTERM.
+// connection, with keep-alive, read timeouts, request-size limits and a drain for SIGTERM.
+// Each connection lives on one of the worker io_contexts (one thread each, so no strand and
+// no lock is needed between its handlers); the acceptor hands them out in turn.
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -20,10 +23,13 @@ namespace sluice::daemon {
 
 class session;
 
-/// Thread-safe: run the io_context on as many threads as wanted.
+/// Thread-safe.
 class server : public std::enable_shared_from_this<server> {
  public:
-  server(boost::asio::io_context& ioc, service& svc);
+  /// `ioc` runs the acceptor and the drain; `workers` run the connections, each on one
+  /// thread. Without workers, connections run on strands of `ioc` (any number of threads).
+  server(boost::asio::io_context& ioc, service& svc,
+         std::vector<boost::asio::io_context*> workers = {});
 
   /// Binds and listens on `ep`; returns the bound endpoint (port 0 picks a free port).
   /// Throws boost::system::system_error when the address cannot be bound.
@@ -46,10 +52,13 @@ class server : public std::enable_shared_from_this<server> {
 
  private:
   void do_accept();
+  boost::asio::any_io_executor next_session_executor();
   void finish_drain();
 
   boost::asio::io_context& ioc_;
   service& svc_;
+  std::vector<boost::asio::io_context*> workers_;
+  std::size_t next_worker_ = 0;  // acceptor strand only
   boost::asio::ip::tcp::acceptor acceptor_;
   // After an accept error (out of file descriptors, say) accepting pauses briefly instead
   // of failing again at once in a loop; the errors are logged once per burst.

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/beast/http/message.hpp>
@@ -81,6 +82,10 @@ class service {
   std::shared_ptr<const runtime> build(config c, const std::shared_ptr<const runtime>& prev) const;
   void handle_check(const http_request& req, std::shared_ptr<const runtime> rt,
                     boost::asio::any_io_executor ex, done_handler done);
+  /// /v1/check's answer to decision `d` (or error `ec`), with its metrics counted.
+  http_response check_response(const std::string& policy_name, const policy& p,
+                               std::chrono::steady_clock::time_point start, unsigned version,
+                               std::error_code ec, const decision& d);
   void handle_auth(const http_request& req, const std::string& peer,
                    std::shared_ptr<const runtime> rt, boost::asio::any_io_executor ex,
                    done_handler done);
