@@ -24,9 +24,9 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 using tcp = asio::ip::tcp;
 
-// One connection. Everything runs on the connection's executor (a strand, or a worker
-// io_context run by one thread); `busy_` is true from a
-// complete request until its response is written, which is what the drain waits for.
+// One connection. Everything runs on the connection's worker io_context, which one thread
+// runs; `busy_` is true from a complete request until its response is written, which is
+// what the drain waits for.
 class session : public std::enable_shared_from_this<session> {
  public:
   session(tcp::socket&& socket, std::shared_ptr<server> srv)
@@ -188,12 +188,11 @@ class session : public std::enable_shared_from_this<session> {
 server::server(asio::io_context& ioc, service& svc, std::vector<asio::io_context*> workers)
     : ioc_(ioc),
       svc_(svc),
-      workers_(std::move(workers)),
+      workers_(workers.empty() ? std::vector<asio::io_context*>{&ioc} : std::move(workers)),
       acceptor_(asio::make_strand(ioc)),
       accept_pause_(acceptor_.get_executor()) {}
 
 asio::any_io_executor server::next_session_executor() {
-  if (workers_.empty()) return asio::make_strand(ioc_);
   next_worker_ = (next_worker_ + 1) % workers_.size();
   return workers_[next_worker_]->get_executor();
 }

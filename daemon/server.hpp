@@ -26,10 +26,9 @@ class session;
 /// Thread-safe.
 class server : public std::enable_shared_from_this<server> {
  public:
-  /// `ioc` runs the acceptor and the drain; `workers` run the connections, each on one
-  /// thread. Without workers, connections run on strands of `ioc` (any number of threads).
-  server(boost::asio::io_context& ioc, service& svc,
-         std::vector<boost::asio::io_context*> workers = {});
+  /// `ioc` runs the acceptor and the drain; `workers` (`ioc` may be among them; none means
+  /// `ioc` alone) run the connections, each io_context on one thread only.
+  server(boost::asio::io_context& ioc, service& svc, std::vector<boost::asio::io_context*> workers);
 
   /// Binds and listens on `ep`; returns the bound endpoint (port 0 picks a free port).
   /// Throws boost::system::system_error when the address cannot be bound.
