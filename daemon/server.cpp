@@ -7,16 +7,19 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/basic_stream.hpp>
 #include <boost/beast/core/bind_handler.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/string.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+
+#include "response_wire.hpp"
 
 namespace sluice::daemon {
 
@@ -29,7 +32,7 @@ using tcp = asio::ip::tcp;
 // what the drain waits for.
 class session : public std::enable_shared_from_this<session> {
  public:
-  session(tcp::socket&& socket, std::shared_ptr<server> srv)
+  session(worker_socket&& socket, std::shared_ptr<server> srv)
       : stream_(std::move(socket)), server_(std::move(srv)) {
     beast::error_code ec;
     auto ep = stream_.socket().remote_endpoint(ec);
@@ -132,12 +135,17 @@ class session : public std::enable_shared_from_this<session> {
   void write(http_response res) {
     res.keep_alive(keep_alive_ && !server_->draining());
     res.prepare_payload();
-    auto sp = std::make_shared<http_response>(std::move(res));
+    const bool eof = res.need_eof();
+    // The connection's one buffer, reused: after the first response no allocation. One
+    // that grew for a large /metrics answer is given back.
+    if (out_.capacity() > (64u << 10)) std::string().swap(out_);
+    out_.clear();
+    append_wire_response(res, out_);
     stream_.expires_after(limits_.idle_timeout);
-    bhttp::async_write(stream_, *sp,
-                       [self = shared_from_this(), sp](beast::error_code ec, std::size_t) {
-                         self->on_write(ec, sp->need_eof());
-                       });
+    asio::async_write(stream_, asio::buffer(out_),
+                      [self = shared_from_this(), eof](beast::error_code ec, std::size_t) {
+                        self->on_write(ec, eof);
+                      });
   }
 
   void on_write(beast::error_code ec, bool eof) {
@@ -173,8 +181,11 @@ class session : public std::enable_shared_from_this<session> {
     stream_.socket().close(ec);
   }
 
-  beast::tcp_stream stream_;
+  // On the worker io_context's own executor type: an any_io_executor would be copied,
+  // compared and destroyed through type erasure on every read and write.
+  beast::basic_stream<tcp, worker_executor> stream_;
   std::shared_ptr<server> server_;
+  std::string out_;
   std::string peer_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
@@ -192,7 +203,7 @@ server::server(asio::io_context& ioc, service& svc, std::vector<asio::io_context
       acceptor_(asio::make_strand(ioc)),
       accept_pause_(acceptor_.get_executor()) {}
 
-asio::any_io_executor server::next_session_executor() {
+worker_executor server::next_session_executor() {
   next_worker_ = (next_worker_ + 1) % workers_.size();
   return workers_[next_worker_]->get_executor();
 }
@@ -211,7 +222,7 @@ void server::start() {
 
 void server::do_accept() {
   acceptor_.async_accept(
-      next_session_executor(), [self = shared_from_this()](beast::error_code ec, tcp::socket s) {
+      next_session_executor(), [self = shared_from_this()](beast::error_code ec, worker_socket s) {
         if (self->draining() || !self->acceptor_.is_open()) return;
         if (ec) {
           if (self->accept_errors_++ == 0) {

@@ -23,6 +23,9 @@ namespace sluice::daemon {
 
 class session;
 
+using worker_executor = boost::asio::io_context::executor_type;
+using worker_socket = boost::asio::basic_stream_socket<boost::asio::ip::tcp, worker_executor>;
+
 /// Thread-safe.
 class server : public std::enable_shared_from_this<server> {
  public:
@@ -51,7 +54,7 @@ class server : public std::enable_shared_from_this<server> {
 
  private:
   void do_accept();
-  boost::asio::any_io_executor next_session_executor();
+  worker_executor next_session_executor();
   void finish_drain();
 
   boost::asio::io_context& ioc_;
