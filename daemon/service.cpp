@@ -1,6 +1,8 @@
 #include "service.hpp"
 
-#include <set>
+#include "check_request.hpp"
+
+#include <charconv>
 #include <string>
 #include <vector>
 
@@ -65,10 +67,40 @@ bool same_backend(const config& a, const config& b) {
           a.backend_connect_timeout == b.backend_connect_timeout);
 }
 
-// A JSON object's member, or nullptr.
-const json* member(const json& obj, const char* name) {
-  auto it = obj.find(name);
-  return it == obj.end() ? nullptr : &*it;
+template <class Int>
+void append_int(std::string& out, Int v) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+
+// /v1/check's answer, as nlohmann::json would dump it (members by name), written directly:
+// building a json object took a map node and a string per member for every request.
+std::string check_body(const decision& d, const std::string& policy_name) {
+  std::string out;
+  out.reserve(128 + policy_name.size());
+  out += d.allowed ? R"({"allowed":true,"degraded":)" : R"({"allowed":false,"degraded":)";
+  out += d.degraded ? "true" : "false";
+  out += R"(,"limit":)";
+  append_int(out, d.limit);
+  out += R"(,"policy":)";
+  // Policy names are A-Z a-z 0-9 _ . - (the config refuses others), so they need no
+  // escaping; the fallback keeps the body valid JSON whatever a future name holds.
+  if (http::is_valid_name(policy_name)) {
+    out += '"';
+    out += policy_name;
+    out += '"';
+  } else {
+    out += json(policy_name).dump();
+  }
+  out += R"(,"remaining":)";
+  append_int(out, d.remaining);
+  out += R"(,"reset_after_ms":)";
+  append_int(out, d.reset_after.count());
+  out += R"(,"retry_after_ms":)";
+  append_int(out, d.retry_after.count());
+  out += "}\n";
+  return out;
 }
 
 }  // namespace
@@ -221,51 +253,11 @@ void service::handle_check(const http_request& req, std::shared_ptr<const runtim
     return bad(415, "unsupported_media_type",
                "Content-Type must be application/json (curl: -H 'Content-Type: application/json')");
   }
-  // JSON parsers disagree on a repeated member (nlohmann keeps the last, others the first),
-  // so a body that says "policy" twice is refused rather than read one way.
-  std::vector<std::set<std::string>> members;
-  std::string repeated;
-  const json::parser_callback_t note_members = [&](int, json::parse_event_t ev, json& parsed) {
-    if (ev == json::parse_event_t::object_start) {
-      members.emplace_back();
-    } else if (ev == json::parse_event_t::object_end && !members.empty()) {
-      members.pop_back();
-    } else if (ev == json::parse_event_t::key && !members.empty() &&
-               !members.back().insert(parsed.get<std::string>()).second && repeated.empty()) {
-      repeated = parsed.get<std::string>();
-    }
-    return true;
-  };
-  const auto body = json::parse(req.body(), note_members, /*allow_exceptions=*/false);
-  if (body.is_discarded()) return bad(400, "malformed_json", "the body is not valid JSON");
-  if (!repeated.empty()) {
-    return bad(400, "invalid_request", "member \"" + repeated + "\" appears more than once");
-  }
-  if (!body.is_object()) return bad(400, "invalid_request", "the body must be a JSON object");
-  for (const auto& [name, value] : body.items()) {
-    (void)value;
-    if (name != "key" && name != "policy" && name != "cost") {
-      return bad(400, "invalid_request",
-                 "unknown member \"" + name + "\" (want key, policy, cost)");
-    }
-  }
-  const auto* key = member(body, "key");
-  if (!key) return bad(400, "invalid_request", "\"key\" is required");
-  if (!key->is_string()) return bad(400, "invalid_request", "\"key\" must be a string");
-  const auto* pol = member(body, "policy");
-  if (!pol) return bad(400, "invalid_request", "\"policy\" is required");
-  if (!pol->is_string()) return bad(400, "invalid_request", "\"policy\" must be a string");
-  std::uint64_t cost = 1;
-  if (const auto* c = member(body, "cost")) {
-    if (!c->is_number_integer()) return bad(400, "invalid_request", "\"cost\" must be an integer");
-    if (c->is_number_unsigned()) {
-      cost = c->get<std::uint64_t>();
-    } else {
-      cost = 0;  // negative
-    }
-  }
-  auto k = key->get<std::string>();
-  auto policy_name = pol->get<std::string>();
+  check_request cr;
+  if (auto err = parse_check_request(req.body(), cr)) return bad(400, err->code, err->detail);
+  const auto& k = cr.key;
+  const auto cost = cr.cost;
+  auto& policy_name = cr.policy;
   const auto* p = rt->rules->find_policy(policy_name);
   if (!p) return bad(422, "unknown_policy", "no policy named \"" + policy_name + "\"");
   if (k.empty()) return bad(422, "invalid_key", "\"key\" must not be empty");
@@ -314,15 +306,7 @@ http_response service::check_response(const std::string& policy_name, const poli
     metrics_.degraded(p.on_failure, policy_name);
   }
   metrics_.decision("check", policy_name, "", d.allowed ? "allowed" : "denied");
-  json j;
-  j["allowed"] = d.allowed;
-  j["limit"] = d.limit;
-  j["remaining"] = d.remaining;
-  j["retry_after_ms"] = d.retry_after.count();
-  j["reset_after_ms"] = d.reset_after.count();
-  j["degraded"] = d.degraded;
-  j["policy"] = policy_name;
-  auto res = plain(200, j.dump() + "\n", "application/json", version);
+  auto res = plain(200, check_body(d, policy_name), "application/json", version);
   add_headers(res, http::rate_limit_headers(d, policy_name, p));
   return res;
 }

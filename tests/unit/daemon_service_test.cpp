@@ -63,10 +63,18 @@ TEST_F(DaemonServiceTest, CheckAnswersWithTheDecision) {
   EXPECT_EQ(j["limit"], 2);
   EXPECT_EQ(j["remaining"], 1);
   EXPECT_EQ(j["policy"], "api");
+  EXPECT_EQ(j["retry_after_ms"], 0);
+  EXPECT_EQ(j["degraded"], false);
+  EXPECT_TRUE(j["reset_after_ms"].is_number_integer());
+  // The body is written by hand; clients have been reading nlohmann's compact dump of it.
+  EXPECT_EQ(r.body(), j.dump() + "\n");
+  EXPECT_EQ(j.size(), 7u);
   EXPECT_EQ(r["X-RateLimit-Remaining"], "1");
   check(R"({"key":"k","policy":"api"})");
   r = check(R"({"key":"k","policy":"api"})");
   EXPECT_EQ(json::parse(r.body())["allowed"], false);
+  EXPECT_EQ(r.body(), json::parse(r.body()).dump() + "\n");
+  EXPECT_EQ(json::parse(r.body())["retry_after_ms"], 1000000);
   EXPECT_EQ(r["Retry-After"], "1000");
 }
 

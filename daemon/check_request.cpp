@@ -1,0 +1,168 @@
+#include "check_request.hpp"
+
+#include <set>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace sluice::daemon {
+namespace {
+
+using json = nlohmann::json;
+
+enum class kind { missing, string, integer, other };
+
+struct member_value {
+  kind k = kind::missing;
+};
+
+// nlohmann's SAX interface. Depth 1 is the top-level value's members; only those are kept.
+class check_sax {
+ public:
+  explicit check_sax(check_request& out) : out_(out) {}
+
+  bool null() { return scalar(kind::other); }
+  bool boolean(bool) { return scalar(kind::other); }
+  bool number_integer(json::number_integer_t v) {
+    if (at_top_member() && current_ == slot::cost) out_.cost = 0;  // negative
+    (void)v;
+    return scalar(kind::integer);
+  }
+  bool number_unsigned(json::number_unsigned_t v) {
+    if (at_top_member() && current_ == slot::cost) out_.cost = v;
+    return scalar(kind::integer);
+  }
+  bool number_float(json::number_float_t, const json::string_t&) { return scalar(kind::other); }
+  bool string(json::string_t& s) {
+    if (at_top_member()) {
+      if (current_ == slot::key) out_.key = std::move(s);
+      if (current_ == slot::policy) out_.policy = std::move(s);
+    }
+    return scalar(kind::string);
+  }
+  bool binary(json::binary_t&) { return scalar(kind::other); }
+
+  bool start_object(std::size_t) {
+    open(true);
+    return true;
+  }
+  bool end_object() {
+    close();
+    return true;
+  }
+  bool start_array(std::size_t) {
+    open(false);
+    return true;
+  }
+  bool end_array() {
+    close();
+    return true;
+  }
+
+  bool key(json::string_t& name) {
+    if (depth_ == 1) {
+      current_ = name == "key"      ? slot::key
+                 : name == "policy" ? slot::policy
+                 : name == "cost"   ? slot::cost
+                                    : slot::unknown;
+      if (current_ == slot::unknown) {
+        if (!unknown_.insert(name).second) note_repeated(name);
+      } else {
+        auto& seen = seen_[static_cast<int>(current_)];
+        if (seen.k != kind::missing) note_repeated(name);
+        seen.k = kind::other;  // until its value says what it is
+      }
+    } else if (!nested_.empty() && nested_.back().is_object &&
+               !nested_.back().names.insert(name).second) {
+      note_repeated(name);
+    }
+    return true;
+  }
+
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) {
+    return false;
+  }
+
+  std::optional<check_request_error> verdict() const {
+    if (!repeated_.empty()) {
+      return check_request_error{"invalid_request",
+                                 "member \"" + repeated_ + "\" appears more than once"};
+    }
+    if (!top_is_object_)
+      return check_request_error{"invalid_request", "the body must be a JSON object"};
+    if (!unknown_.empty()) {
+      return check_request_error{"invalid_request", "unknown member \"" + *unknown_.begin() +
+                                                        "\" (want key, policy, cost)"};
+    }
+    const auto& k = seen_[static_cast<int>(slot::key)].k;
+    if (k == kind::missing) return check_request_error{"invalid_request", "\"key\" is required"};
+    if (k != kind::string)
+      return check_request_error{"invalid_request", "\"key\" must be a string"};
+    const auto& p = seen_[static_cast<int>(slot::policy)].k;
+    if (p == kind::missing) return check_request_error{"invalid_request", "\"policy\" is required"};
+    if (p != kind::string) {
+      return check_request_error{"invalid_request", "\"policy\" must be a string"};
+    }
+    const auto& c = seen_[static_cast<int>(slot::cost)].k;
+    if (c != kind::missing && c != kind::integer) {
+      return check_request_error{"invalid_request", "\"cost\" must be an integer"};
+    }
+    return std::nullopt;
+  }
+
+ private:
+  enum class slot { key = 0, policy = 1, cost = 2, unknown = 3 };
+  struct container {
+    bool is_object;
+    std::set<std::string> names;
+  };
+
+  bool at_top_member() const { return depth_ == 1 && top_is_object_; }
+
+  // A value that is not a container; at depth 1 it is the current member's value.
+  bool scalar(kind k) {
+    if (at_top_member() && current_ != slot::unknown) seen_[static_cast<int>(current_)].k = k;
+    return true;
+  }
+
+  void open(bool is_object) {
+    if (depth_ == 0) {
+      top_is_object_ = is_object;
+    } else {
+      scalar(kind::other);  // an object or array as a member's value, or deeper
+      nested_.push_back({is_object, {}});
+    }
+    ++depth_;
+  }
+
+  void close() {
+    --depth_;
+    if (depth_ > 0) nested_.pop_back();
+  }
+
+  void note_repeated(const std::string& name) {
+    if (repeated_.empty()) repeated_ = name;
+  }
+
+  check_request& out_;
+  int depth_ = 0;
+  bool top_is_object_ = false;
+  slot current_ = slot::unknown;
+  member_value seen_[3];
+  std::set<std::string> unknown_;  // sorted: the first by name is reported
+  std::vector<container> nested_;  // the containers open below the top level
+  std::string repeated_;
+};
+
+}  // namespace
+
+std::optional<check_request_error> parse_check_request(std::string_view body, check_request& out) {
+  out = check_request{};
+  check_sax sax(out);
+  if (!json::sax_parse(body, &sax)) {
+    return check_request_error{"malformed_json", "the body is not valid JSON"};
+  }
+  return sax.verdict();
+}
+
+}  // namespace sluice::daemon
