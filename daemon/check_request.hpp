@@ -1,7 +1,8 @@
 #pragma once
 // The body of POST /v1/check, read without building a JSON document: a SAX pass over the
 // bytes keeps the three members it needs and notes what makes the body invalid, so a valid
-// request costs no allocation beyond its key and policy strings.
+// request allocates only its key and policy strings and the lexer's token buffers, not a map
+// node and a string per member.
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -1,10 +1,12 @@
 #include "response_wire.hpp"
 
 #include <array>
+#include <cassert>
 
 namespace sluice::daemon {
 
 void append_wire_response(const http_response& res, std::string& out) {
+  assert(!res.chunked() && "sluiced sends every body with a Content-Length");
   const unsigned version = res.version();
   const unsigned status = res.result_int();
   const auto reason = res.reason();

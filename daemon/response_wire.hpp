@@ -10,8 +10,8 @@
 namespace sluice::daemon {
 
 /// Appends `res` as HTTP/1.x to `out`: the status line, every field in order, the blank
-/// line and the body, byte for byte what Beast's serializer writes for it. Call
-/// prepare_payload() first; a chunked response is not supported (none is produced).
+/// line and the body, byte for byte what Beast's serializer writes for it. The caller sets
+/// Content-Length (prepare_payload()); a chunked response is not supported (none is produced).
 void append_wire_response(const http_response& res, std::string& out);
 
 }  // namespace sluice::daemon

@@ -1,5 +1,6 @@
 #include "server.hpp"
 
+#include <cassert>
 #include <optional>
 #include <utility>
 
@@ -133,14 +134,16 @@ class session : public std::enable_shared_from_this<session> {
   }
 
   void write(http_response res) {
+    assert(!writing_ && "one response at a time: out_ is the write's buffer");
     res.keep_alive(keep_alive_ && !server_->draining());
-    res.prepare_payload();
+    // A HEAD answer carries its GET answer's Content-Length without the body: sizing the
+    // payload again would make it 0.
+    if (!res.has_content_length()) res.prepare_payload();
     const bool eof = res.need_eof();
-    // The connection's one buffer, reused: after the first response no allocation. One
-    // that grew for a large /metrics answer is given back.
-    if (out_.capacity() > (64u << 10)) std::string().swap(out_);
+    // The connection's one buffer, reused: no allocation per response once it has grown.
     out_.clear();
     append_wire_response(res, out_);
+    writing_ = true;
     stream_.expires_after(limits_.idle_timeout);
     asio::async_write(stream_, asio::buffer(out_),
                       [self = shared_from_this(), eof](beast::error_code ec, std::size_t) {
@@ -149,7 +152,10 @@ class session : public std::enable_shared_from_this<session> {
   }
 
   void on_write(beast::error_code ec, bool eof) {
+    writing_ = false;
     busy_ = false;
+    // A buffer that grew for a large answer (/metrics) is not kept while the connection idles.
+    if (out_.capacity() > (64u << 10)) std::string().swap(out_);
     if (ec) return close();
     if (eof) return linger_close();
     do_read();
@@ -191,6 +197,7 @@ class session : public std::enable_shared_from_this<session> {
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   limits_config limits_;
   bool busy_ = false;
+  bool writing_ = false;  // an async_write of out_ is in flight
   bool keep_alive_ = true;
   std::array<char, 4096> scratch_{};
   std::size_t discarded_ = 0;

@@ -78,14 +78,14 @@ void append_int(std::string& out, Int v) {
 // building a json object took a map node and a string per member for every request.
 std::string check_body(const decision& d, const std::string& policy_name) {
   std::string out;
-  out.reserve(128 + policy_name.size());
+  out.reserve(192 + policy_name.size());  // the longest answer, every number 20 digits
   out += d.allowed ? R"({"allowed":true,"degraded":)" : R"({"allowed":false,"degraded":)";
   out += d.degraded ? "true" : "false";
   out += R"(,"limit":)";
   append_int(out, d.limit);
   out += R"(,"policy":)";
-  // Policy names are A-Z a-z 0-9 _ . - (the config refuses others), so they need no
-  // escaping; the fallback keeps the body valid JSON whatever a future name holds.
+  // Policy names are A-Z a-z 0-9 _ . - (the config refuses others, and the name here is one
+  // the config defined), so they need no escaping; nlohmann escapes anything else.
   if (http::is_valid_name(policy_name)) {
     out += '"';
     out += policy_name;
@@ -361,42 +361,55 @@ void service::handle_auth(const http_request& req, const std::string& peer,
 
   const auto start = steady::now();
   const auto deny_status = rt->cfg.deny_status;
+  // On the memory backend the evaluation never blocks: answer inline, as /v1/check does.
+  if (rt->memory_backend) {
+    auto e = http::evaluate(*rt->lim, rt->rules, facts);
+    return done(
+        auth_response(*rt, start, version, deny_status, facts.method, facts.path, std::move(e)));
+  }
   // async_evaluate reads the headers before it returns, so `lookup` may refer to `req`.
   http::async_evaluate(
       *rt->lim, rt->rules, facts,
       boost::asio::bind_executor(
           ex, [this, rt, start, version, deny_status, done = std::move(done), method = facts.method,
                path = facts.path](http::evaluation e) {
-            metrics_.backend_latency(steady::now() - start);
-            for (const auto& o : e.outcomes) {
-              if (o.skipped) {
-                metrics_.decision("auth", o.policy, o.rule, "skipped");
-                continue;
-              }
-              if (o.result.degraded) {
-                const auto* p = rt->rules->find_policy(o.policy);
-                metrics_.backend_error(o.result.backend_error);
-                if (p) metrics_.degraded(p->on_failure, o.policy);
-              }
-              std::string_view result = o.result.allowed ? "allowed" : "denied";
-              if (o.shadow && !o.result.allowed) {
-                result = "shadow_denied";
-                // Debug only, and without the key: this runs for every request a shadow rule would
-                // refuse (metrics count them), and keys can hold API keys or tokens.
-                spdlog::debug("shadow rule {} would deny {} {}", o.rule, method, path);
-              }
-              metrics_.decision("auth", o.policy, o.rule, result);
-            }
-            auto r = http::make_response(e, deny_status);
-            http_response res;
-            if (r.allowed) {
-              res = plain(200, "", "text/plain", version);
-            } else {
-              res = plain(r.status, std::move(r.body), http::problem_content_type, version);
-            }
-            add_headers(res, r.headers);
-            done(std::move(res));
+            done(auth_response(*rt, start, version, deny_status, method, path, std::move(e)));
           }));
+}
+
+http_response service::auth_response(const runtime& rt, std::chrono::steady_clock::time_point start,
+                                     unsigned version, unsigned deny_status,
+                                     std::string_view method, std::string_view path,
+                                     http::evaluation e) {
+  metrics_.backend_latency(steady::now() - start);
+  for (const auto& o : e.outcomes) {
+    if (o.skipped) {
+      metrics_.decision("auth", o.policy, o.rule, "skipped");
+      continue;
+    }
+    if (o.result.degraded) {
+      const auto* p = rt.rules->find_policy(o.policy);
+      metrics_.backend_error(o.result.backend_error);
+      if (p) metrics_.degraded(p->on_failure, o.policy);
+    }
+    std::string_view result = o.result.allowed ? "allowed" : "denied";
+    if (o.shadow && !o.result.allowed) {
+      result = "shadow_denied";
+      // Debug only, and without the key: this runs for every request a shadow rule would
+      // refuse (metrics count them), and keys can hold API keys or tokens.
+      spdlog::debug("shadow rule {} would deny {} {}", o.rule, method, path);
+    }
+    metrics_.decision("auth", o.policy, o.rule, result);
+  }
+  auto r = http::make_response(e, deny_status);
+  http_response res;
+  if (r.allowed) {
+    res = plain(200, "", "text/plain", version);
+  } else {
+    res = plain(r.status, std::move(r.body), http::problem_content_type, version);
+  }
+  add_headers(res, r.headers);
+  return res;
 }
 
 void service::handle_ready(const http_request& req, std::shared_ptr<const runtime> rt,

@@ -14,6 +14,7 @@
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 
+#include <sluice/http/evaluate.hpp>
 #include <sluice/http/rules.hpp>
 #include <sluice/limiter.hpp>
 
@@ -89,6 +90,11 @@ class service {
   void handle_auth(const http_request& req, const std::string& peer,
                    std::shared_ptr<const runtime> rt, boost::asio::any_io_executor ex,
                    done_handler done);
+  /// The forward-auth answer to evaluation `e`, with its metrics counted (`method` and
+  /// `path` are for the shadow rules' debug log).
+  http_response auth_response(const runtime& rt, std::chrono::steady_clock::time_point start,
+                              unsigned version, unsigned deny_status, std::string_view method,
+                              std::string_view path, http::evaluation e);
   void handle_ready(const http_request& req, std::shared_ptr<const runtime> rt,
                     boost::asio::any_io_executor ex, done_handler done);
 

@@ -199,6 +199,29 @@ TEST(DaemonHttpTest, KeepAliveServesManyRequestsOnOneConnection) {
   }
 }
 
+// A HEAD answer on the wire: the GET answer's headers, its Content-Length included, and no
+// body (the next request on the connection would read stray body bytes as its answer).
+TEST(DaemonHttpTest, HeadAnswersCarryTheGetLengthAndNoBody) {
+  sluiced_process d(check_config);
+  http_connection c(d.port());
+  for (const char* target : {"/healthz", "/metrics"}) {
+    const auto get = c.request("GET", target);
+    ASSERT_EQ(get.status, 200) << target;
+    const auto head = c.request("HEAD", target);
+    EXPECT_EQ(head.status, 200) << target;
+    EXPECT_TRUE(head.body.empty()) << target;
+    EXPECT_EQ(head.header("Content-Type"), get.header("Content-Type")) << target;
+    if (std::string(target) == "/healthz") {
+      EXPECT_EQ(head.header("Content-Length"), std::to_string(get.body.size()));
+    } else {  // the metrics have moved on by a request or two
+      EXPECT_GT(std::stoul(head.header("Content-Length")), 100u);
+    }
+  }
+  const auto after = c.request("GET", "/healthz");
+  EXPECT_EQ(after.status, 200);
+  EXPECT_EQ(after.body, "{\"status\":\"ok\"}\n");
+}
+
 TEST(DaemonHttpTest, HealthReadinessAndMetrics) {
   sluiced_process d(check_config);
   EXPECT_EQ(http_request(d.port(), "GET", "/healthz").status, 200);

@@ -61,9 +61,11 @@ struct http_connection::impl {
     if (result) throw std::runtime_error(std::string(what) + ": " + result.message());
   }
 
-  http_reply read_reply() {
+  // `head`: the reply to a HEAD request, whose Content-Length describes a body not sent.
+  http_reply read_reply(bool head = false) {
     bhttp::response_parser<bhttp::string_body> parser;
     parser.body_limit(64 * 1024 * 1024);
+    parser.skip(head);
     run([&](auto h) { bhttp::async_read(stream, buffer, parser, h); }, "read");
     auto res = parser.release();
     http_reply r;
@@ -101,7 +103,7 @@ http_reply http_connection::request(const std::string& method, const std::string
   if (!body.empty() || method == "POST" || method == "PUT") req.prepare_payload();
   req.keep_alive(true);
   impl_->run([&](auto h) { bhttp::async_write(impl_->stream, req, h); }, "write");
-  return impl_->read_reply();
+  return impl_->read_reply(method == "HEAD");
 }
 
 http_reply http_connection::raw(const std::string& bytes) {

@@ -29,8 +29,12 @@ TEST(DaemonCheckRequest, ReadsKeyPolicyAndCost) {
   ASSERT_FALSE(parse_check_request(R"({"key":"a","policy":"p","cost":18446744073709551615})", r));
   EXPECT_EQ(r.cost, 18446744073709551615u);
 
-  ASSERT_FALSE(parse_check_request(R"({"key":"a","policy":"p","cost":-1})", r));
-  EXPECT_EQ(r.cost, 0u) << "a negative cost reads as 0, which no policy accepts";
+  for (const char* cost : {"-1", "-0", "0", "-9223372036854775808"}) {
+    ASSERT_FALSE(
+        parse_check_request(std::string(R"({"key":"a","policy":"p","cost":)") + cost + "}", r))
+        << cost;
+    EXPECT_EQ(r.cost, 0u) << cost << ": a cost below 1 reads as 0, which no policy accepts";
+  }
 }
 
 TEST(DaemonCheckRequest, ReusedRequestStartsEmpty) {
@@ -46,18 +50,27 @@ TEST(DaemonCheckRequest, InvalidBodiesGetTheirProblem) {
       {R"({"key":"a",)", "malformed_json", "the body is not valid JSON"},
       {R"({"key":"a","policy":"p"} x)", "malformed_json", "the body is not valid JSON"},
       {"", "malformed_json", "the body is not valid JSON"},
+      {"{\"key\":\"\xff\",\"policy\":\"p\"}", "malformed_json", "the body is not valid JSON"},
+      {R"({"a":1,"a":2)", "malformed_json", "the body is not valid JSON"},
+      {R"({"key":"a","policy":"p"} // note)", "malformed_json", "the body is not valid JSON"},
       {R"({"key":"a","key":"b","policy":"p"})", "invalid_request",
        R"(member "key" appears more than once)"},
       {R"({"key":"a","policy":"p","cost":{"x":1,"x":2}})", "invalid_request",
        R"(member "x" appears more than once)"},
       {R"([{"a":1,"a":2}])", "invalid_request", R"(member "a" appears more than once)"},
       {R"({"zz":1,"zz":2})", "invalid_request", R"(member "zz" appears more than once)"},
+      {R"({"key":"a","policy":"p","cost":[[{"b":1,"b":2}]]})", "invalid_request",
+       R"(member "b" appears more than once)"},
+      {R"({"key":"a","key":"b","policy":"p"})", "invalid_request",
+       R"(member "key" appears more than once)"},
       {R"(["a"])", "invalid_request", "the body must be a JSON object"},
       {R"("a")", "invalid_request", "the body must be a JSON object"},
       {"7", "invalid_request", "the body must be a JSON object"},
       {R"({"zeta":1,"beta":2,"key":"a","policy":"p"})", "invalid_request",
        R"(unknown member "beta" (want key, policy, cost))"},
+      {R"({"zeta":1})", "invalid_request", R"(unknown member "zeta" (want key, policy, cost))"},
       {R"({"policy":"p"})", "invalid_request", R"("key" is required)"},
+      {R"({"key":1})", "invalid_request", R"("key" must be a string)"},
       {R"({"key":7,"policy":"p"})", "invalid_request", R"("key" must be a string)"},
       {R"({"key":null,"policy":"p"})", "invalid_request", R"("key" must be a string)"},
       {R"({"key":{"a":"b"},"policy":"p"})", "invalid_request", R"("key" must be a string)"},

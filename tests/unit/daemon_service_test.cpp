@@ -27,6 +27,20 @@ rules:
                       "unit.yaml");
 }
 
+// The answer's body as the daemon built it before it wrote it by hand: a json object of
+// the decision's fields, dumped.
+std::string as_nlohmann_dumped_it(const json& parsed) {
+  json j;
+  j["allowed"] = parsed.at("allowed").get<bool>();
+  j["limit"] = parsed.at("limit").get<std::uint64_t>();
+  j["remaining"] = parsed.at("remaining").get<std::uint64_t>();
+  j["retry_after_ms"] = parsed.at("retry_after_ms").get<std::int64_t>();
+  j["reset_after_ms"] = parsed.at("reset_after_ms").get<std::int64_t>();
+  j["degraded"] = parsed.at("degraded").get<bool>();
+  j["policy"] = parsed.at("policy").get<std::string>();
+  return j.dump() + "\n";
+}
+
 class DaemonServiceTest : public ::testing::Test {
  protected:
   http_response call(const std::string& method, const std::string& target, const std::string& peer,
@@ -67,14 +81,15 @@ TEST_F(DaemonServiceTest, CheckAnswersWithTheDecision) {
   EXPECT_EQ(j["degraded"], false);
   EXPECT_TRUE(j["reset_after_ms"].is_number_integer());
   // The body is written by hand; clients have been reading nlohmann's compact dump of it.
-  EXPECT_EQ(r.body(), j.dump() + "\n");
-  EXPECT_EQ(j.size(), 7u);
+  EXPECT_EQ(r.body(), R"({"allowed":true,"degraded":false,"limit":2,"policy":"api","remaining":1,)"
+                      R"("reset_after_ms":1000000,"retry_after_ms":0})"
+                      "\n");
   EXPECT_EQ(r["X-RateLimit-Remaining"], "1");
   check(R"({"key":"k","policy":"api"})");
   r = check(R"({"key":"k","policy":"api"})");
   EXPECT_EQ(json::parse(r.body())["allowed"], false);
-  EXPECT_EQ(r.body(), json::parse(r.body()).dump() + "\n");
-  EXPECT_EQ(json::parse(r.body())["retry_after_ms"], 1000000);
+  EXPECT_EQ(r.body(), as_nlohmann_dumped_it(json::parse(r.body())));
+  EXPECT_GT(json::parse(r.body())["retry_after_ms"], 999000);
   EXPECT_EQ(r["Retry-After"], "1000");
 }
 
