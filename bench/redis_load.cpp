@@ -3,10 +3,12 @@
 // fixed time; each prints one line of `name=value` fields that scripts/bench parses.
 //
 //   sluice_bench_redis --url redis://127.0.0.1:PORT [--callers 1,50,500] [--keys 10000]
-//                      [--seconds 5] [--warmup 1] [--mode async|threads] [--max-batch 32]
+//                      [--seconds 5] [--warmup 1] [--mode async|loop|threads] [--max-batch 32]
 //
 // async:   the callers are chains of sluice::limiter::async_check on one thread (an Asio
 //          io_context): the way a server uses Sluice. Concurrency = checks in flight.
+// loop:    the same chains, with the backend's connection on the callers' io_context
+//          (redis_options::run_on): one thread does it all, with no hand-off per check.
 // threads: one OS thread per caller, each calling the blocking limiter::check.
 #include <algorithm>
 #include <array>
@@ -102,13 +104,16 @@ struct window {
   steady::time_point until;  // ...and completed before here
 };
 
-tally run_async(sluice::limiter& lim, int callers, std::uint64_t keys, window w) {
-  asio::io_context io(1);
+// On `io`, which nothing else runs meanwhile; returns when every chain has ended.
+tally run_async(sluice::limiter& lim, asio::io_context& io, int callers, std::uint64_t keys,
+                window w) {
   tally t;
   const auto pol = bench_policy();
   std::vector<key_source> sources;
   for (int c = 0; c < callers; ++c) sources.emplace_back(static_cast<std::uint64_t>(c + 1), keys);
-  // Each caller issues its next check from the completion of the previous one.
+  int live = callers;
+  // Each caller issues its next check from the completion of the previous one. (In loop
+  // mode the backend's connection keeps `io` busy for ever, so the last chain stops it.)
   std::function<void(int)> issue = [&](int c) {
     const auto t0 = steady::now();
     lim.async_check(sources[static_cast<std::size_t>(c)].next(), pol, 1,
@@ -117,10 +122,12 @@ tally run_async(sluice::limiter& lim, int callers, std::uint64_t keys, window w)
                       if (ec) throw std::runtime_error("check failed: " + ec.message());
                       ++t.completed;
                       if (t0 >= w.from && t1 <= w.until) t.add(t1 - t0, d);
-                      if (t1 < w.until) issue(c);
+                      if (t1 < w.until) return issue(c);
+                      if (--live == 0) io.stop();
                     }));
   };
   for (int c = 0; c < callers; ++c) issue(c);
+  io.restart();
   io.run();
   return t;
 }
@@ -198,7 +205,8 @@ options parse(int argc, char** argv) {
     }
   }
   if (o.url.empty()) throw std::invalid_argument("--url redis://HOST:PORT is required");
-  if (o.mode != "async" && o.mode != "threads") throw std::invalid_argument("--mode async|threads");
+  if (o.mode != "async" && o.mode != "loop" && o.mode != "threads")
+    throw std::invalid_argument("--mode async|loop|threads");
   if (o.keys == 0 || o.seconds <= 0 || o.warmup < 0) throw std::invalid_argument("bad numbers");
   return o;
 }
@@ -208,19 +216,38 @@ options parse(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     const auto o = parse(argc, argv);
+    // Declared before the limiter: in loop mode the backend runs on it, so it must outlive it.
+    asio::io_context io(1);
+    const bool loop = o.mode == "loop";
     sluice::redis_options ro;
     ro.url = o.url;
     // A benchmark saturates Redis on purpose: queueing is measured, not failed.
     ro.command_timeout = std::chrono::milliseconds{2000};
     ro.max_batch = o.max_batch;
+    if (loop) ro.run_on = &io;
     sluice::limiter lim(sluice::make_redis_backend(ro));
     // Let the connection come up (and the script load) before timing anything.
     for (int tries = 0;; ++tries) {
-      std::error_code ec;
-      const auto d = lim.check("warmup", bench_policy(), 1, ec);
-      if (!d.degraded) break;
+      bool up = false;
+      if (loop) {
+        lim.async_check("warmup", bench_policy(), 1,
+                        asio::bind_executor(io, [&](std::error_code, sluice::decision d) {
+                          up = !d.degraded;
+                          io.stop();
+                        }));
+        io.restart();
+        io.run();
+        if (!up) {
+          io.restart();
+          io.run_for(std::chrono::milliseconds{10});  // the connection needs `io` to connect
+        }
+      } else {
+        std::error_code ec;
+        up = !lim.check("warmup", bench_policy(), 1, ec).degraded;
+        if (!up) std::this_thread::sleep_for(std::chrono::milliseconds{10});
+      }
+      if (up) break;
       if (tries > 200) throw std::runtime_error("Redis did not answer at " + o.url);
-      std::this_thread::sleep_for(std::chrono::milliseconds{10});
     }
     for (int callers : o.callers) {
       const auto start = steady::now();
@@ -228,8 +255,9 @@ int main(int argc, char** argv) {
                                  std::chrono::duration<double>(o.warmup)),
                      start + std::chrono::duration_cast<steady::duration>(
                                  std::chrono::duration<double>(o.warmup + o.seconds))};
-      auto t = o.mode == "async" ? run_async(lim, callers, o.keys, w)
-                                 : run_threads(lim, callers, o.keys, w);
+      asio::io_context chains(1);  // async mode: the callers' own io_context, as a server's
+      auto t = o.mode == "threads" ? run_threads(lim, callers, o.keys, w)
+                                   : run_async(lim, loop ? io : chains, callers, o.keys, w);
       const auto n = t.latency_ns.size();
       std::printf(
           "mode=%s callers=%d keys=%llu seconds=%.1f decisions=%zu per_sec=%.0f p50_us=%.1f "

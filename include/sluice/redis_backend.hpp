@@ -9,6 +9,10 @@
 
 #include <sluice/backend.hpp>
 
+namespace boost::asio {
+class io_context;
+}  // namespace boost::asio
+
 namespace sluice {
 
 /// TLS settings of a URL: the `rediss` schemes and their query options
@@ -64,14 +68,24 @@ struct redis_options {
   /// round trip). Costs up to this much CPU after each burst of work; 0: sleep at once.
   /// Standalone Redis only.
   std::chrono::microseconds poll_before_sleep{50};
+  /// Runs the backend's connection, timers and batching on this io_context instead of an
+  /// I/O thread of the backend's own: a program whose checks come from one event-loop
+  /// thread (an HTTP server's) then pays no thread hand-off and no wake-up per check, and
+  /// async_decide's handler runs on that thread. Conditions: one thread at a time runs it
+  /// (no concurrent run() threads: the connection has no strand), it outlives the backend,
+  /// and it keeps running while the backend is used; a blocking decide() from that thread
+  /// returns backend_unavailable at once instead of waiting for itself. Checks from other
+  /// threads still work. nullptr (the default): the backend starts its own I/O thread.
+  /// Standalone Redis only (cluster and sentinel URLs refuse it).
+  boost::asio::io_context* run_on = nullptr;
   /// Reconnect delays: the first retry after losing a connection is immediate, then
   /// backoff_min doubling up to backoff_max, each with jitter (a random 50..100%).
   std::chrono::milliseconds reconnect_backoff_min{25};
   std::chrono::milliseconds reconnect_backoff_max{1000};
 };
 
-/// Creates the backend and starts its I/O thread; connecting happens in the background
-/// (and again after any failure), so this does not block. Throws std::invalid_argument
+/// Creates the backend and starts its I/O thread (unless `run_on`); connecting happens in the
+/// background (and again after any failure), so this does not block. Throws std::invalid_argument
 /// for a malformed URL, and for a rediss:// URL whose CA, certificate or key file cannot
 /// be loaded (the message names the file).
 ///

@@ -5,6 +5,8 @@
 
 #include <sluice/error.hpp>
 
+#include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -32,10 +34,16 @@ namespace {
 namespace asio = boost::asio;
 
 // What the I/O thread needs; shared with it so that a backend destroyed on its own I/O
-// thread (the last owner released in a completion handler) can detach safely.
+// thread (the last owner released in a completion handler) can detach safely. `io` is the
+// backend's own io_context, or the caller's (redis_options::run_on).
 struct io_core {
-  asio::io_context io{1};
-  asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
+  explicit io_core(asio::io_context* run_on)
+      : own(run_on ? nullptr : std::make_unique<asio::io_context>(1)), io(run_on ? *run_on : *own) {
+    if (own) work.emplace(own->get_executor());
+  }
+  std::unique_ptr<asio::io_context> own;
+  asio::io_context& io;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;  // own only
   std::shared_ptr<redis::connection> conn;
   std::shared_ptr<redis::decision_batcher> batcher;  // single-key decisions, on conn
 };
@@ -103,7 +111,7 @@ class redis_backend final : public backend {
         // blocking wait against a bug turning into a hang.
         wait_limit_(2 * o.command_timeout + std::chrono::seconds{1}),
         command_timeout_(o.command_timeout),
-        core_(std::make_shared<io_core>()) {
+        core_(std::make_shared<io_core>(o.run_on)) {
     core_->conn = std::make_shared<redis::connection>(core_->io, make_config(o, u, std::move(tls)));
     core_->batcher = std::make_shared<redis::decision_batcher>(
         core_->io, core_->conn,
@@ -111,6 +119,7 @@ class redis_backend final : public backend {
                                .max_accepted = o.max_in_flight,
                                .command_timeout = o.command_timeout});
     core_->conn->start();
+    if (!core_->own) return;  // the caller's io_context runs it all
     thread_ = std::thread([core = core_, poll_for = o.poll_before_sleep] {
       for (;;) {
         try {
@@ -127,6 +136,8 @@ class redis_backend final : public backend {
     // The batcher first: what waits there fails before the connection's stop is posted.
     core_->batcher->stop();
     core_->conn->stop();
+    // On the caller's io_context the handlers posted by stop() hold core_ and finish there.
+    if (!core_->own) return;
     // Posted after stop(), so it runs after every pending call has been failed; run()
     // then returns as soon as the aborted socket and timer handlers have run.
     asio::post(core_->io, [core = core_.get()] { core->work.reset(); });
@@ -141,8 +152,7 @@ class redis_backend final : public backend {
                              std::vector<decision>& out) override {
     out.clear();
     if (items.empty()) return {};
-    if (std::this_thread::get_id() == thread_.get_id())
-      return make_error_code(errc::backend_unavailable);
+    if (on_io_thread()) return make_error_code(errc::backend_unavailable);
     return detail::await_decisions(
         [&](decide_all_handler done) { async_decide_all(items, std::move(done)); }, wait_limit_,
         out);
@@ -213,8 +223,7 @@ class redis_backend final : public backend {
   std::error_code decide(std::string_view key, const policy& p, std::uint64_t cost,
                          decision& out) override {
     // Waiting on the I/O thread for the I/O thread would never end.
-    if (std::this_thread::get_id() == thread_.get_id())
-      return make_error_code(errc::backend_unavailable);
+    if (on_io_thread()) return make_error_code(errc::backend_unavailable);
     return detail::await_decision(
         [&](decide_handler done) { async_decide(key, p, cost, std::move(done)); }, wait_limit_,
         out);
@@ -234,6 +243,11 @@ class redis_backend final : public backend {
   }
 
  private:
+  bool on_io_thread() const {
+    if (core_->own) return std::this_thread::get_id() == thread_.get_id();
+    return core_->io.get_executor().running_in_this_thread();
+  }
+
   std::string prefix_;
   std::chrono::nanoseconds wait_limit_;
   std::chrono::milliseconds command_timeout_;

@@ -329,6 +329,8 @@ std::shared_ptr<backend> make_redis_sentinel_backend(redis_options options) {
   if (!url) throw std::invalid_argument("invalid Redis Sentinel URL: " + why);
   if (options.connect_timeout.count() <= 0 || options.command_timeout.count() <= 0)
     throw std::invalid_argument("Redis connect and command timeouts must be positive");
+  if (options.run_on)
+    throw std::invalid_argument("redis_options::run_on is for standalone Redis only, not Sentinel");
   // Checked here as make_redis_backend does: every master's backend is built from them.
   if (options.max_in_flight == 0) throw std::invalid_argument("max_in_flight must be positive");
   if (options.reconnect_backoff_min.count() <= 0 ||
