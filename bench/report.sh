@@ -36,6 +36,11 @@ paired() {  # paired A_SUFFIX B_SUFFIX -> "median (r1, r2, r3)"
 lib50_vs_p16="$(ratio lib_async_50.per_sec rb_ref_c50_P16.per_sec)"
 pair_tput="$(paired lib_50.per_sec ref_P16.per_sec)"
 pair_p50="$(paired lib_1.p50_us ref_c1.p50_us)"
+pair_loop_tput="$(paired loop_50.per_sec ref_P16.per_sec)"
+pair_loop_p50="$(paired loop_1.p50_us ref_c1.p50_us)"
+loop50_vs_p16="$(ratio lib_loop_50.per_sec rb_ref_c50_P16.per_sec)"
+loop500_vs_p16="$(ratio lib_loop_500.per_sec rb_ref_c50_P16.per_sec)"
+cpu_loop_vs_p16="$(ratio lib_loop_50.cpu_us_per_decision rb_ref_c50_P16.cpu_us_per_call)"
 p50_threads="$(ratio lib_threads_1.p50_us rb_ref_c1_P1.p50_us)"
 p50_async="$(ratio lib_async_1.p50_us rb_ref_c1_P1.p50_us)"
 cpu_script="$(ratio rb_sluice_c50_P16.cpu_us_per_call rb_ref_c50_P16.cpu_us_per_call)"
@@ -71,10 +76,14 @@ $( [ "$quick" = 1 ] && echo "
 |---|---|---|---|
 | Library at 50 callers >= 1.5x redis-benchmark -c 50 -P 16 EVALSHA of the reference: median of 3 back-to-back rounds | | ${pair_tput%% *}x ${pair_tput#* } | $(verdict "${pair_tput%% *}" ">=" 1.5) |
 | (same, the single measurements of sections a and b) | $(k lib_async_50.per_sec)/s vs $(k rb_ref_c50_P16.per_sec)/s | ${lib50_vs_p16}x | $(verdict "$lib50_vs_p16" ">=" 1.5) |
+| (same, the backend on the callers' io_context, \`redis_options::run_on\`: median of 3 back-to-back rounds) | | ${pair_loop_tput%% *}x ${pair_loop_tput#* } | $(verdict "${pair_loop_tput%% *}" ">=" 1.5) |
+| (same, run_on, single measurements; and at 500 callers) | $(k lib_loop_50.per_sec)/s, 500: $(k lib_loop_500.per_sec)/s vs $(k rb_ref_c50_P16.per_sec)/s | ${loop50_vs_p16}x, 500: ${loop500_vs_p16}x | $(verdict "$loop50_vs_p16" ">=" 1.5) |
 | Single-caller p50 within 1.2x of redis-benchmark -c 1 EVALSHA of the reference (blocking \`check\`): median of 3 back-to-back rounds | | ${pair_p50%% *}x ${pair_p50#* } | $(verdict "${pair_p50%% *}" "<=" 1.2) |
 | (same, the single measurements of sections a and b) | $(f lib_threads_1.p50_us) us vs $(f rb_ref_c1_P1.p50_us) us | ${p50_threads}x | $(verdict "$p50_threads" "<=" 1.2) |
 | (same, one \`async_check\` chain) | $(f lib_async_1.p50_us) us vs $(f rb_ref_c1_P1.p50_us) us | ${p50_async}x | $(verdict "$p50_async" "<=" 1.2) |
+| (same, one \`async_check\` chain with run_on: median of 3 back-to-back rounds) | | ${pair_loop_p50%% *}x ${pair_loop_p50#* } | $(verdict "${pair_loop_p50%% *}" "<=" 1.2) |
 | Redis CPU per decision <= 0.5x the reference: the library as used (50 callers, batched, INFO cpu / checks) vs the reference under redis-benchmark -c 50 -P 16 | $(f lib_async_50.cpu_us_per_decision) us vs $(f rb_ref_c50_P16.cpu_us_per_call) us | ${cpu_lib_vs_p16}x | $(verdict "$cpu_lib_vs_p16" "<=" 0.5) |
+| (same, run_on, 50 callers) | $(f lib_loop_50.cpu_us_per_decision) us vs $(f rb_ref_c50_P16.cpu_us_per_call) us | ${cpu_loop_vs_p16}x | $(verdict "$cpu_loop_vs_p16" "<=" 0.5) |
 | (same, script for script: lua/token_bucket_batch.lua with 16 keys per call vs the reference, both under redis-benchmark -c 50 -P 16) | $(f var_batch16.cpu_us_per_decision) us vs $(f var_reference.cpu_us_per_decision) us | ${cpu_batch16}x | $(verdict "$cpu_batch16" "<=" 0.5) |
 | (same, the single-key lua/token_bucket.lua, which a lone check uses) | $(f rb_sluice_c50_P16.cpu_us_per_call) us vs $(f rb_ref_c50_P16.cpu_us_per_call) us | ${cpu_script}x | $(verdict "$cpu_script" "<=" 0.5) |
 | (same, commandstats usec_per_call of EVALSHA, single-key script) | $(f rb_sluice_c50_P16.usec_per_call) us vs $(f rb_ref_c50_P16.usec_per_call) us | ${usec_script}x | $(verdict "$usec_script" "<=" 0.5) |
@@ -121,13 +130,15 @@ the calls/s at -P 1, $(ratio rb_sluice_c50_P16.per_sec rb_ref_c50_P16.per_sec)x 
 one call of [lua/token_bucket_batch.lua](../lua/token_bucket_batch.lua), at most \`max_batch\` = 32
 per call and 4 calls in flight; a lone check goes out at once as lua/token_bucket.lua). async: N chains
 of \`async_check\` on one thread, each issuing its next check when the previous completes (N
-checks in flight); threads: one thread calling the blocking \`check\`. ${F[lib_async_1.per_sec]:+1 s warm-up, then} the
+checks in flight); loop: the same chains with the backend's connection on their io_context
+(\`redis_options::run_on\`: one thread does everything, no hand-off between threads per check);
+threads: one thread calling the blocking \`check\`. ${F[lib_async_1.per_sec]:+1 s warm-up, then} the
 measured window; latency is from the call to its completion handler.
 
 | Mode | Callers | max_batch | Decisions/s | p50 us | p99 us | p99.9 us | Redis CPU us/decision | Decisions per EVALSHA | Degraded | vs redis-benchmark ref -P 16 |
 |---|---|---|---|---|---|---|---|---|---|---|
 EOF
-for n in lib_async_1 lib_async_50 lib_async_500 lib_async_50_batch1 lib_threads_1; do
+for n in lib_async_1 lib_async_50 lib_async_500 lib_async_50_batch1 lib_loop_1 lib_loop_50 lib_loop_500 lib_threads_1; do
   mode="${n#lib_}"
   mode="${mode%%_*}"
   callers="${n#lib_*_}"

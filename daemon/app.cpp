@@ -99,7 +99,8 @@ int run(app_options opts) {
   // never need a strand or a lock, and a thread sleeps in its own epoll instead of being
   // handed work through a shared queue. The first also runs the acceptor and the signals.
   // Declared before the service, so they are destroyed after it: the backend may still
-  // complete a check (posting to a connection's io_context) while it shuts down.
+  // complete a check (posting to a connection's io_context) while it shuts down, and a
+  // standalone Redis backend's connections run on them (one per thread).
   std::vector<std::unique_ptr<asio::io_context>> iocs;
   std::vector<asio::io_context*> workers;
   for (unsigned i = 0; i < threads; ++i) {
@@ -112,7 +113,7 @@ int run(app_options opts) {
   };
   std::unique_ptr<service> svc;
   try {
-    svc = std::make_unique<service>(opts.cfg);
+    svc = std::make_unique<service>(opts.cfg, workers);
   } catch (const std::invalid_argument& e) {
     // The config names something unusable (a TLS CA, certificate or key file): an invalid
     // config, found only when the backend loads it.

@@ -269,9 +269,9 @@ config parse_root(const reader& r, const YAML::Node& root) {
   r.no_duplicate_keys(root, "");
   r.only_keys(root, "",
               {"listen", "threads", "log_level", "backend", "key_prefix", "on_backend_failure",
-               "backend_timeout_ms", "backend_connect_timeout_ms", "memory_max_keys", "deny_status",
-               "trusted_proxies", "forwarded_header", "ipv6_prefix", "ipv4_prefix", "policies",
-               "rules", "limits"});
+               "backend_timeout_ms", "backend_connect_timeout_ms", "redis_connections",
+               "memory_max_keys", "deny_status", "trusted_proxies", "forwarded_header",
+               "ipv6_prefix", "ipv4_prefix", "policies", "rules", "limits"});
 
   if (auto n = root["listen"]) {
     try {
@@ -306,6 +306,13 @@ config parse_root(const reader& r, const YAML::Node& root) {
   if (auto n = root["backend_connect_timeout_ms"]) {
     c.backend_connect_timeout =
         std::chrono::milliseconds{r.integer<int>(n, "backend_connect_timeout_ms", 1, 60'000)};
+  }
+  if (auto n = root["redis_connections"]) {
+    const auto v = r.string(n, "redis_connections");
+    if (v != "shared" && v != "per_thread") {
+      r.fail(n, "redis_connections", "must be shared or per_thread, got \"" + v + "\"");
+    }
+    c.redis_connection_per_thread = v == "per_thread";
   }
   if (auto n = root["memory_max_keys"]) {
     c.memory_max_keys = r.integer<std::size_t>(n, "memory_max_keys", 1, 1'000'000'000);

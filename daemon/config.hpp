@@ -37,6 +37,11 @@ struct config {
   failure_mode on_backend_failure = failure_mode::open;
   std::chrono::milliseconds backend_timeout{50};
   std::chrono::milliseconds backend_connect_timeout{250};
+  /// Standalone Redis: `shared`, one connection for all server threads (checks that arrive
+  /// together share script calls: the least Redis CPU per check), or `per_thread`, one
+  /// connection per server thread run by that thread (no hand-off between threads: more
+  /// checks/s from one daemon and lower latency, at more Redis CPU per check).
+  bool redis_connection_per_thread = false;
   std::size_t memory_max_keys = 1'000'000;
   unsigned deny_status = 429;
   /// trusted_proxies, forwarded_header, ipv6_prefix, ipv4_prefix

@@ -61,10 +61,12 @@ void add_headers(http_response& res, const std::vector<http::header_field>& fiel
 
 bool same_backend(const config& a, const config& b) {
   if (a.backend != b.backend || a.memory_max_keys != b.memory_max_keys) return false;
-  // The memory backend has no prefix or timeouts: changing them must not reset its buckets.
+  // The memory backend has no prefix, timeouts or connections: changing them must not reset
+  // its buckets.
   return a.backend == "memory" ||
          (a.key_prefix == b.key_prefix && a.backend_timeout == b.backend_timeout &&
-          a.backend_connect_timeout == b.backend_connect_timeout);
+          a.backend_connect_timeout == b.backend_connect_timeout &&
+          a.redis_connection_per_thread == b.redis_connection_per_thread);
 }
 
 template <class Int>
@@ -105,7 +107,15 @@ std::string check_body(const decision& d, const std::string& policy_name) {
 
 }  // namespace
 
-service::service(config c) : current_(build(std::move(c), nullptr)) {}
+limiter& runtime::limiter_here() const noexcept {
+  for (const auto& [io, l] : thread_limiters) {
+    if (io->get_executor().running_in_this_thread()) return *l;
+  }
+  return *lim;
+}
+
+service::service(config c, std::vector<boost::asio::io_context*> workers)
+    : workers_(std::move(workers)), current_(build(std::move(c), nullptr)) {}
 
 std::shared_ptr<const runtime> service::current() const {
   std::lock_guard lock(mu_);
@@ -119,6 +129,7 @@ std::shared_ptr<const runtime> service::build(config c,
   rt->memory_backend = c.backend == "memory";
   if (prev && same_backend(prev->cfg, c)) {
     rt->lim = prev->lim;
+    rt->thread_limiters = prev->thread_limiters;
   } else {
     memory_options mo;
     mo.max_keys = c.memory_max_keys;
@@ -131,7 +142,19 @@ std::shared_ptr<const runtime> service::build(config c,
       ro.key_prefix = c.key_prefix;
       ro.command_timeout = c.backend_timeout;
       ro.connect_timeout = c.backend_connect_timeout;
-      rt->lim = std::make_shared<limiter>(make_redis_backend(ro), mem);
+      // Cluster and Sentinel backends run their own I/O threads (run_on is standalone only).
+      const bool standalone = !c.backend.starts_with("redis+") && !c.backend.starts_with("rediss+");
+      if (standalone && c.redis_connection_per_thread && !workers_.empty()) {
+        for (auto* io : workers_) {
+          auto on_thread = ro;
+          on_thread.run_on = io;
+          rt->thread_limiters.emplace_back(
+              io, std::make_shared<limiter>(make_redis_backend(on_thread), mem));
+        }
+        rt->lim = rt->thread_limiters.front().second;
+      } else {
+        rt->lim = std::make_shared<limiter>(make_redis_backend(ro), mem);
+      }
     }
   }
   rt->cfg = std::move(c);
@@ -272,7 +295,7 @@ void service::handle_check(const http_request& req, std::shared_ptr<const runtim
   }
 
   const auto start = steady::now();
-  auto& lim = *rt->lim;
+  auto& lim = rt->limiter_here();
   // Each policy has its own buckets: the same key under two policies is two limits. (Built
   // before the call: the handler below takes policy_name by move.)
   // '@' is not allowed in rule names, so no forward-auth rule's `<rule>:<policy>:<key>`
@@ -369,7 +392,7 @@ void service::handle_auth(const http_request& req, const std::string& peer,
   }
   // async_evaluate reads the headers before it returns, so `lookup` may refer to `req`.
   http::async_evaluate(
-      *rt->lim, rt->rules, facts,
+      rt->limiter_here(), rt->rules, facts,
       boost::asio::bind_executor(
           ex, [this, rt, start, version, deny_status, done = std::move(done), method = facts.method,
                path = facts.path](http::evaluation e) {

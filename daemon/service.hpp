@@ -9,8 +9,11 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
+#include <vector>
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 
@@ -41,15 +44,24 @@ struct runtime {
   /// Shared by successive runtimes while the backend settings stay the same, so a reload
   /// keeps the memory backend's buckets and the Redis connection.
   std::shared_ptr<limiter> lim;
+  /// On a standalone Redis backend, one limiter per server thread, each with its own
+  /// connection that the thread's io_context runs (redis_options::run_on): a check then
+  /// never hands off to another thread. `lim` is the first of them. Empty otherwise.
+  std::vector<std::pair<boost::asio::io_context*, std::shared_ptr<limiter>>> thread_limiters;
   bool memory_backend = true;
+
+  /// The limiter for a check made on this thread: its own, or `lim` off the server threads.
+  limiter& limiter_here() const noexcept;
 };
 
 /// Thread-safe.
 class service {
  public:
-  /// Builds the first runtime. Throws std::invalid_argument when the backend cannot be
-  /// created (e.g. a malformed redis:// URL).
-  explicit service(config c);
+  /// Builds the first runtime. `workers`: the server threads' io_contexts (each run by one
+  /// thread, outliving the service), on which a standalone Redis backend's connections run;
+  /// none: the backend runs its own I/O thread. Throws std::invalid_argument when the
+  /// backend cannot be created (e.g. a malformed redis:// URL).
+  explicit service(config c, std::vector<boost::asio::io_context*> workers = {});
 
   /// The runtime in force now.
   std::shared_ptr<const runtime> current() const;
@@ -98,6 +110,7 @@ class service {
   void handle_ready(const http_request& req, std::shared_ptr<const runtime> rt,
                     boost::asio::any_io_executor ex, done_handler done);
 
+  const std::vector<boost::asio::io_context*> workers_;  // before current_: build() uses it
   mutable std::mutex mu_;
   std::shared_ptr<const runtime> current_;
   metrics metrics_;

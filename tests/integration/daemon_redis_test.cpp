@@ -21,6 +21,7 @@ using json = nlohmann::json;
 std::string shared_config(const std::string& url) {
   // closed: a backend failure could only under-admit, never make the count pass by luck.
   return "backend: " + url + R"(
+threads: 3
 backend_timeout_ms: 2000
 on_backend_failure: closed
 trusted_proxies: [127.0.0.1/32]
@@ -33,7 +34,9 @@ rules:
 
 TEST(DaemonRedisTest, TwoDaemonsSharingRedisAdmitExactlyTheCapacity) {
   redis_server redis;
-  sluiced_process a(shared_config(redis.url()));
+  // `a` has a Redis connection per server thread, so its checks of one key race over three
+  // connections as well as against `b`'s one shared connection.
+  sluiced_process a(shared_config(redis.url()) + "redis_connections: per_thread\n");
   sluiced_process b(shared_config(redis.url()));
   const std::uint16_t ports[2] = {a.port(), b.port()};
 

@@ -92,6 +92,7 @@ TEST(DaemonConfigTest, DefaultsOfAMinimalConfig) {
   EXPECT_EQ(c.backend_timeout, std::chrono::milliseconds{50});
   EXPECT_EQ(c.backend_connect_timeout, std::chrono::milliseconds{250});
   EXPECT_EQ(c.memory_max_keys, 1'000'000u);
+  EXPECT_FALSE(c.redis_connection_per_thread) << "one shared Redis connection by default";
   EXPECT_EQ(c.deny_status, 429u);
   EXPECT_TRUE(c.keys.trusted_proxies.empty());
   EXPECT_EQ(c.keys.ipv6_prefix, 64u);
@@ -115,6 +116,7 @@ key_prefix: "rl:"
 on_backend_failure: local
 backend_timeout_ms: 20
 backend_connect_timeout_ms: 100
+redis_connections: per_thread
 memory_max_keys: 5000
 deny_status: 403
 trusted_proxies: ["::1/128"]
@@ -139,6 +141,7 @@ rules:
   EXPECT_EQ(c.policies.at("p").on_failure, failure_mode::local);
   EXPECT_EQ(c.backend_timeout, std::chrono::milliseconds{20});
   EXPECT_EQ(c.backend_connect_timeout, std::chrono::milliseconds{100});
+  EXPECT_TRUE(c.redis_connection_per_thread);
   EXPECT_EQ(c.memory_max_keys, 5000u);
   EXPECT_EQ(c.deny_status, 403u);
   EXPECT_EQ(c.keys.header, http::forwarded_header::forwarded);
@@ -197,6 +200,9 @@ TEST_P(DaemonConfigErrorTest, NamesFileLineAndField) {
 INSTANTIATE_TEST_SUITE_P(
     Fields, DaemonConfigErrorTest,
     ::testing::Values(
+        bad_case{"RedisConnectionsNeitherSharedNorPerThread",
+                 std::string(one_policy) + "redis_connections: pooled\n", 3, "redis_connections",
+                 "shared or per_thread"},
         bad_case{"UnknownTopLevelKey", std::string(one_policy) + "listn: 1.2.3.4:80\n", 3, "listn",
                  "unknown key"},
         bad_case{"ZeroCapacity", "policies:\n  api:\n    capacity: 0\n    refill_per_second: 1\n",
