@@ -18,6 +18,17 @@
 #include "service.hpp"
 
 namespace sluice::daemon {
+namespace {
+
+// An io_context for one server thread, whose shutdown (destroying every handler still
+// queued) can be called before it is destroyed.
+class worker_context : public boost::asio::io_context {
+ public:
+  worker_context() : io_context(1) {}
+  using execution_context::shutdown;
+};
+
+}  // namespace
 
 namespace asio = boost::asio;
 
@@ -101,10 +112,10 @@ int run(app_options opts) {
   // Declared before the service, so they are destroyed after it: the backend may still
   // complete a check (posting to a connection's io_context) while it shuts down, and a
   // standalone Redis backend's connections run on them (one per thread).
-  std::vector<std::unique_ptr<asio::io_context>> iocs;
+  std::vector<std::unique_ptr<worker_context>> iocs;
   std::vector<asio::io_context*> workers;
   for (unsigned i = 0; i < threads; ++i) {
-    iocs.push_back(std::make_unique<asio::io_context>(1));
+    iocs.push_back(std::make_unique<worker_context>());
     workers.push_back(iocs.back().get());
   }
   auto& ioc = *iocs.front();
@@ -178,6 +189,11 @@ int run(app_options opts) {
   for (unsigned i = 1; i < threads; ++i) pool.emplace_back([c = iocs[i].get()] { c->run(); });
   ioc.run();
   for (auto& t : pool) t.join();
+  // Handlers still queued (after a forced stop) hold runtimes, and a runtime holds the
+  // backends of every thread, whose connections live on these io_contexts: destroy the
+  // handlers while every io_context still exists, then the service, then the contexts.
+  for (auto& c : iocs) c->shutdown();
+  svc.reset();
   return 0;
 }
 

@@ -59,6 +59,11 @@ void add_headers(http_response& res, const std::vector<http::header_field>& fiel
   for (const auto& f : fields) res.set(f.name, f.value);
 }
 
+// redis:// or rediss://: the URLs whose backend can run on the server threads (run_on).
+bool is_standalone_redis(std::string_view url) {
+  return url.starts_with("redis://") || url.starts_with("rediss://");
+}
+
 bool same_backend(const config& a, const config& b) {
   if (a.backend != b.backend || a.memory_max_keys != b.memory_max_keys) return false;
   // The memory backend has no prefix, timeouts or connections: changing them must not reset
@@ -66,7 +71,8 @@ bool same_backend(const config& a, const config& b) {
   return a.backend == "memory" ||
          (a.key_prefix == b.key_prefix && a.backend_timeout == b.backend_timeout &&
           a.backend_connect_timeout == b.backend_connect_timeout &&
-          a.redis_connection_per_thread == b.redis_connection_per_thread);
+          (!is_standalone_redis(a.backend) ||
+           a.redis_connection_per_thread == b.redis_connection_per_thread));
 }
 
 template <class Int>
@@ -143,7 +149,13 @@ std::shared_ptr<const runtime> service::build(config c,
       ro.command_timeout = c.backend_timeout;
       ro.connect_timeout = c.backend_connect_timeout;
       // Cluster and Sentinel backends run their own I/O threads (run_on is standalone only).
-      const bool standalone = !c.backend.starts_with("redis+") && !c.backend.starts_with("rediss+");
+      const bool standalone = is_standalone_redis(c.backend);
+      if (c.redis_connection_per_thread && !standalone) {
+        spdlog::warn(
+            "redis_connections: per_thread applies to redis:// and rediss:// only; "
+            "{} keeps its own connections",
+            redacted_url(c.backend));
+      }
       if (standalone && c.redis_connection_per_thread && !workers_.empty()) {
         for (auto* io : workers_) {
           auto on_thread = ro;
@@ -443,22 +455,35 @@ void service::handle_ready(const http_request& req, std::shared_ptr<const runtim
     return done(
         plain(200, "{\"status\":\"ready\",\"backend\":\"up\"}\n", "application/json", version));
   }
-  // A real round trip through the limiter: the backend is up if it decided.
+  // A real round trip through the limiter: the backend is up if it decided. With a
+  // connection per server thread every one is probed, and up means all of them are.
   static const policy probe = probe_policy();
-  auto& lim = *rt->lim;
-  lim.async_check("sluiced:readyz", probe, 1,
-                  boost::asio::bind_executor(ex, [this, rt, version, done = std::move(done)](
-                                                     std::error_code, decision d) {
-                    const bool up = !d.degraded;
-                    metrics_.backend_up(up);
-                    const bool ready = up || rt->cfg.on_backend_failure != failure_mode::closed;
-                    json j;
-                    j["status"] = ready ? "ready" : "not ready";
-                    j["backend"] = up ? "up" : "unreachable";
-                    if (!up)
-                      j["on_backend_failure"] = std::string(to_string(rt->cfg.on_backend_failure));
-                    done(plain(ready ? 200 : 503, j.dump() + "\n", "application/json", version));
-                  }));
+  std::vector<limiter*> lims;
+  for (const auto& tl : rt->thread_limiters) lims.push_back(tl.second.get());
+  if (lims.empty()) lims.push_back(rt->lim.get());
+  struct probes {
+    std::size_t left;
+    bool all_up = true;
+  };
+  auto state = std::make_shared<probes>(probes{lims.size()});
+  for (auto* lim : lims) {
+    // Every completion runs on `ex`, the connection's executor: one at a time.
+    lim->async_check(
+        "sluiced:readyz", probe, 1,
+        boost::asio::bind_executor(
+            ex, [this, rt, version, state, done](std::error_code, decision d) {
+              state->all_up = state->all_up && !d.degraded;
+              if (--state->left > 0) return;
+              const bool up = state->all_up;
+              metrics_.backend_up(up);
+              const bool ready = up || rt->cfg.on_backend_failure != failure_mode::closed;
+              json j;
+              j["status"] = ready ? "ready" : "not ready";
+              j["backend"] = up ? "up" : "unreachable";
+              if (!up) j["on_backend_failure"] = std::string(to_string(rt->cfg.on_backend_failure));
+              done(plain(ready ? 200 : 503, j.dump() + "\n", "application/json", version));
+            }));
+  }
 }
 
 }  // namespace sluice::daemon

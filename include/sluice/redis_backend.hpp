@@ -73,10 +73,14 @@ struct redis_options {
   /// thread (an HTTP server's) then pays no thread hand-off and no wake-up per check, and
   /// async_decide's handler runs on that thread. Conditions: one thread at a time runs it
   /// (no concurrent run() threads: the connection has no strand), it outlives the backend,
-  /// and it keeps running while the backend is used; a blocking decide() from that thread
-  /// returns backend_unavailable at once instead of waiting for itself. Checks from other
-  /// threads still work. nullptr (the default): the backend starts its own I/O thread.
-  /// Standalone Redis only (cluster and sentinel URLs refuse it).
+  /// and it keeps running while the backend is used and until the checks pending when the
+  /// backend is destroyed have completed (with backend_shutting_down, on the loop). The
+  /// connection always has a read or a timer pending, so run() does not return by itself.
+  /// A blocking decide() made inside that io_context's run() returns backend_unavailable at
+  /// once instead of waiting for itself (outside run() it would wait for its timeout: do not
+  /// call it there). Checks from other threads still work. poll_before_sleep does not apply.
+  /// nullptr (the default): the backend starts its own I/O thread. Standalone Redis only
+  /// (cluster and sentinel URLs refuse it).
   boost::asio::io_context* run_on = nullptr;
   /// Reconnect delays: the first retry after losing a connection is immediate, then
   /// backoff_min doubling up to backoff_max, each with jitter (a random 50..100%).
@@ -98,9 +102,10 @@ struct redis_options {
 /// connected: refused, lost, or reconnecting; reported at once, without waiting),
 /// backend_timeout, backend_overloaded (max_in_flight reached), backend_script_error,
 /// backend_protocol_error, backend_shutting_down (the backend is being destroyed).
-/// async_decide's handler runs on the backend's I/O thread, or inline when the call is
-/// refused at once. Destroying the backend completes every pending call with
-/// backend_shutting_down and joins the thread.
+/// async_decide's handler runs on the backend's I/O thread (with run_on: on that io_context),
+/// or inline when the call is refused at once. Destroying the backend completes every pending
+/// call with backend_shutting_down and joins the thread; with run_on it does not wait: those
+/// calls complete afterwards, when the io_context runs them.
 ///
 /// A redis+cluster:// or redis+sentinel:// URL yields make_redis_cluster_backend or
 /// make_redis_sentinel_backend instead (sluice/redis_cluster.hpp).

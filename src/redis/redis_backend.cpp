@@ -1,5 +1,6 @@
 // The Redis backend: decisions are EVALSHA calls of lua/token_bucket.lua, sent over one
-// auto-pipelined connection (connection.hpp) that an I/O thread of this backend runs.
+// auto-pipelined connection (connection.hpp) that an I/O thread of this backend runs, or the
+// caller's io_context (redis_options::run_on).
 #include <sluice/redis_backend.hpp>
 #include <sluice/redis_cluster.hpp>
 
@@ -136,7 +137,8 @@ class redis_backend final : public backend {
     // The batcher first: what waits there fails before the connection's stop is posted.
     core_->batcher->stop();
     core_->conn->stop();
-    // On the caller's io_context the handlers posted by stop() hold core_ and finish there.
+    // On the caller's io_context the handlers posted by stop() hold the batcher and the
+    // connection (shared_from_this) and finish there; nothing waits for them.
     if (!core_->own) return;
     // Posted after stop(), so it runs after every pending call has been failed; run()
     // then returns as soon as the aborted socket and timer handlers have run.

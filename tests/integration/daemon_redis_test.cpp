@@ -32,6 +32,15 @@ rules:
 )";
 }
 
+// Clients connected to `redis`, not counting the one asking.
+int connected_clients(redis_server& redis) {
+  test::redis_client c(redis.port());
+  const auto r = c.command({"INFO", "clients"});
+  const std::string info(redis::reply_text(*r));
+  const auto at = info.find("connected_clients:");
+  return at == std::string::npos ? -1 : std::stoi(info.substr(at + 18)) - 1;
+}
+
 TEST(DaemonRedisTest, TwoDaemonsSharingRedisAdmitExactlyTheCapacity) {
   redis_server redis;
   // `a` has a Redis connection per server thread, so its checks of one key race over three
@@ -39,6 +48,9 @@ TEST(DaemonRedisTest, TwoDaemonsSharingRedisAdmitExactlyTheCapacity) {
   sluiced_process a(shared_config(redis.url()) + "redis_connections: per_thread\n");
   sluiced_process b(shared_config(redis.url()));
   const std::uint16_t ports[2] = {a.port(), b.port()};
+  // Really three connections from `a` and one from `b` (once each daemon has answered).
+  for (auto port : ports) post_check(port, R"({"key":"warm","policy":"api"})");
+  EXPECT_EQ(connected_clients(redis), 3 + 1);
 
   constexpr int clients = 16, per_client = 15;  // 240 checks for 25 tokens
   std::atomic<int> allowed{0}, denied{0}, degraded{0}, failed{0};
@@ -147,14 +159,15 @@ rules:
       << m;
 }
 
-TEST(DaemonRedisTest, ReadyzFollowsTheBackend) {
+// `extra`: more config lines (the connection mode).
+void expect_readyz_follows_the_backend(const std::string& extra) {
   redis_server redis;
   sluiced_process d("backend: " + redis.url() + R"(
 backend_timeout_ms: 200
 on_backend_failure: closed
 policies:
   api: {capacity: 5, refill_per_second: 1}
-)");
+)" + extra);
   EXPECT_EQ(http_request(d.port(), "GET", "/readyz").status, 200);
   redis.kill();
   EXPECT_EQ(http_request(d.port(), "GET", "/readyz").status, 503);
@@ -166,6 +179,13 @@ policies:
     if (status != 200) std::this_thread::sleep_for(std::chrono::milliseconds{50});
   }
   EXPECT_EQ(status, 200);
+}
+
+TEST(DaemonRedisTest, ReadyzFollowsTheBackend) { expect_readyz_follows_the_backend(""); }
+
+// Every server thread's connection is probed; all came back.
+TEST(DaemonRedisTest, ReadyzFollowsTheBackendWithAConnectionPerThread) {
+  expect_readyz_follows_the_backend("threads: 3\nredis_connections: per_thread\n");
 }
 
 }  // namespace
