@@ -229,7 +229,7 @@ cat <<EOF
 
 [docs/bench/concurrency.svg](bench/concurrency.svg), drawn by \`sluice_bench_plot\`
 ([bench/plot_svg.cpp](../bench/plot_svg.cpp)) from [docs/bench/results.tsv](bench/results.tsv):
-library \`async_check\` decisions/s and sluiced/nginx requests/s (left), p99 (right), against
+library \`async_check\` decisions/s (own I/O thread and run_on) and sluiced/nginx requests/s (left), p99 (right), against
 callers or connections. All figures of the run, by name: [docs/bench/figures.tsv](bench/figures.tsv).
 EOF
 if [ -f "$(dirname "$0")/analysis.md" ]; then
