@@ -159,6 +159,39 @@ rules:
       << m;
 }
 
+// A reload that switches redis_connections replaces the connections; the buckets are in
+// Redis, so the limit carries on exactly across it.
+TEST(DaemonRedisTest, ReloadSwitchesBetweenSharedAndPerThreadConnections) {
+  redis_server redis;
+  const auto base = shared_config(redis.url());
+  sluiced_process d(base);
+  const auto check = [&] {
+    return json::parse(post_check(d.port(), R"({"key":"reload","policy":"api"})").body);
+  };
+  EXPECT_EQ(check()["remaining"], 24);
+  EXPECT_EQ(connected_clients(redis), 1);
+
+  d.write_config(base + "redis_connections: per_thread\n");
+  ASSERT_TRUE(d.reload());
+  // The old runtime's connection closes once nothing holds it any more.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds{5};
+  while (connected_clients(redis) != 3 && std::chrono::steady_clock::now() < until) {
+    check();
+    std::this_thread::sleep_for(std::chrono::milliseconds{20});
+  }
+  EXPECT_EQ(connected_clients(redis), 3) << "one connection per server thread (threads: 3)";
+  const auto j = check();
+  EXPECT_EQ(j["degraded"], false);
+  const int remaining = j["remaining"].get<int>();
+  EXPECT_LT(remaining, 24);
+
+  d.write_config(base);
+  ASSERT_TRUE(d.reload());
+  const auto back = check();
+  EXPECT_EQ(back["degraded"], false);
+  EXPECT_EQ(back["remaining"], remaining - 1) << "the same bucket in Redis, before and after";
+}
+
 // `extra`: more config lines (the connection mode).
 void expect_readyz_follows_the_backend(const std::string& extra) {
   redis_server redis;
