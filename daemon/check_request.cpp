@@ -10,11 +10,8 @@ namespace {
 
 using json = nlohmann::json;
 
+// What a member's value was, as far as the checks care.
 enum class kind { missing, string, integer, other };
-
-struct member_value {
-  kind k = kind::missing;
-};
 
 // nlohmann's SAX interface. Depth 1 is the top-level value's members; only those are kept.
 class check_sax {
@@ -23,9 +20,9 @@ class check_sax {
 
   bool null() { return scalar(kind::other); }
   bool boolean(bool) { return scalar(kind::other); }
-  bool number_integer(json::number_integer_t v) {
-    if (at_top_member() && current_ == slot::cost) out_.cost = 0;  // negative
-    (void)v;
+  // nlohmann reports non-negative integers as unsigned: this one is negative.
+  bool number_integer(json::number_integer_t) {
+    if (at_top_member() && current_ == slot::cost) out_.cost = 0;
     return scalar(kind::integer);
   }
   bool number_unsigned(json::number_unsigned_t v) {
@@ -69,8 +66,8 @@ class check_sax {
         if (!unknown_.insert(name).second) note_repeated(name);
       } else {
         auto& seen = seen_[static_cast<int>(current_)];
-        if (seen.k != kind::missing) note_repeated(name);
-        seen.k = kind::other;  // until its value says what it is
+        if (seen != kind::missing) note_repeated(name);
+        seen = kind::other;  // until its value says what it is
       }
     } else if (!nested_.empty() && nested_.back().is_object &&
                !nested_.back().names.insert(name).second) {
@@ -94,16 +91,16 @@ class check_sax {
       return check_request_error{"invalid_request", "unknown member \"" + *unknown_.begin() +
                                                         "\" (want key, policy, cost)"};
     }
-    const auto& k = seen_[static_cast<int>(slot::key)].k;
+    const auto& k = seen_[static_cast<int>(slot::key)];
     if (k == kind::missing) return check_request_error{"invalid_request", "\"key\" is required"};
     if (k != kind::string)
       return check_request_error{"invalid_request", "\"key\" must be a string"};
-    const auto& p = seen_[static_cast<int>(slot::policy)].k;
+    const auto& p = seen_[static_cast<int>(slot::policy)];
     if (p == kind::missing) return check_request_error{"invalid_request", "\"policy\" is required"};
     if (p != kind::string) {
       return check_request_error{"invalid_request", "\"policy\" must be a string"};
     }
-    const auto& c = seen_[static_cast<int>(slot::cost)].k;
+    const auto& c = seen_[static_cast<int>(slot::cost)];
     if (c != kind::missing && c != kind::integer) {
       return check_request_error{"invalid_request", "\"cost\" must be an integer"};
     }
@@ -121,7 +118,7 @@ class check_sax {
 
   // A value that is not a container; at depth 1 it is the current member's value.
   bool scalar(kind k) {
-    if (at_top_member() && current_ != slot::unknown) seen_[static_cast<int>(current_)].k = k;
+    if (at_top_member() && current_ != slot::unknown) seen_[static_cast<int>(current_)] = k;
     return true;
   }
 
@@ -148,7 +145,7 @@ class check_sax {
   int depth_ = 0;
   bool top_is_object_ = false;
   slot current_ = slot::unknown;
-  member_value seen_[3];
+  kind seen_[3] = {kind::missing, kind::missing, kind::missing};  // key, policy, cost
   std::set<std::string> unknown_;  // sorted: the first by name is reported
   std::vector<container> nested_;  // the containers open below the top level
   std::string repeated_;

@@ -7,7 +7,7 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
-#include <cstdio>
+#include <charconv>
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
@@ -177,8 +177,8 @@ void metrics::backend_latency(std::chrono::steady_clock::duration d) {
 void metrics::request(std::string_view endpoint, unsigned status,
                       std::chrono::steady_clock::duration d) {
   char code[12];
-  const auto code_len = std::snprintf(code, sizeof code, "%u", status);
-  const std::string_view code_sv(code, static_cast<std::size_t>(code_len));
+  const auto end = std::to_chars(code, code + sizeof code, status).ptr;
+  const std::string_view code_sv(code, static_cast<std::size_t>(end - code));
   f_->request_series
       .get(series_key(endpoint, code_sv),
            [&]() -> prometheus::Counter& {
