@@ -166,7 +166,7 @@ Redis CPU per decision = \`INFO cpu\` delta / (EVALSHA calls x keys per call).
 | Script | Keys per call | Redis CPU us/decision | vs reference |
 |---|---|---|---|
 EOF
-for v in reference:"reference (seed post)" noop:"return 1 (the EVALSHA floor)" get_set:"GET + SET PX, constant value" time_get_set:"TIME + GET + SET PX, constant value" sluice:"lua/token_bucket.lua" struct:"token_bucket_struct.lua, state as struct.pack (proposal)" batch16:"lua/token_bucket_batch.lua, 16 keys per call" batch32:"lua/token_bucket_batch.lua, 32 keys per call" mget16:"token_bucket_mget.lua, 16 keys, one MGET (rejected: overwrites wrong-type keys)"; do
+for v in reference:"reference (seed post)" noop:"return 1 (the EVALSHA floor)" get_set:"GET + SET PX, constant value" time_get_set:"TIME + GET + SET PX, constant value" sluice:"lua/token_bucket.lua" struct:"token_bucket_struct.lua, state as struct.pack (not taken: another stored format)" batch16:"lua/token_bucket_batch.lua, 16 keys per call" batch32:"lua/token_bucket_batch.lua, 32 keys per call" batchv1_16:"token_bucket_batch_v1.lua, the batch script before (GET per key, nested replies, %.0f), 16 keys"; do
   n="var_${v%%:*}"
   echo "| ${v#*:} | $(f "$n.keys_per_call") | $(f "$n.cpu_us_per_decision") | $(ratio "$n.cpu_us_per_decision" var_reference.cpu_us_per_decision)x |"
 done

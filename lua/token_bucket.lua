@@ -36,7 +36,9 @@ end
 if level >= cost then
   level = level - cost
   local reset = math.ceil((cap - level) / rate)
-  redis.call('SET', KEYS[1], string.format('%.0f %.0f', level, ts), 'PX', reset)
+  -- '%d', not '%.0f' or a Lua number: integer formatting costs Redis a fraction of the
+  -- floating-point kind, and every quantity is a whole number below 2^53.
+  redis.call('SET', KEYS[1], string.format('%d %d', level, ts), 'PX', string.format('%d', reset))
   return {1, math.floor(level / 1000000), 0, reset}
 end
 return {0, math.floor(level / 1000000), math.ceil((cost - level) / rate),

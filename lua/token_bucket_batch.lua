@@ -1,38 +1,50 @@
 -- Sluice token bucket over a batch: n independent decisions in one call, each exactly as
 -- lua/token_bucket.lua would make it on its own, in KEYS order. The connection coalesces
--- concurrent checks into one call, so one EVALSHA and one TIME serve all of them.
+-- concurrent checks into one call, so one EVALSHA, one TIME and one MGET serve all of them.
 -- KEYS[1..n]   the buckets (strings "level_ut ts_ms"; a missing key is a full bucket); a key
 --              may appear more than once: a later item sees what an earlier one wrote
--- ARGV[3i-2]   capacity of KEYS[i] in micro-tokens (1 token = 1e6 ut)
--- ARGV[3i-1]   refill rate of KEYS[i] in micro-tokens per millisecond, >= 1
--- ARGV[3i]     cost of KEYS[i] in micro-tokens, 1e6..capacity
--- ARGV[3n+1]   optional "now" in ms, for tests that replay a history; default: Redis TIME
--- Reply:       n items in KEYS order, each {allowed 0|1, remaining whole tokens,
---              retry_after_ms, reset_after_ms} or, for that item alone, an error (a bucket
---              that is not a Sluice state): one bad key never fails the others.
+-- ARGV[1]      "now" in ms, for tests that replay a history; "" for Redis TIME
+-- ARGV[2..]    runs of items with the same parameters, in KEYS order, each four values:
+--              item count, capacity in micro-tokens (1 token = 1e6 ut), refill rate in
+--              micro-tokens per millisecond (>= 1), cost in micro-tokens (1e6..capacity).
+--              A batch is mostly checks of one policy, so this is 4 arguments, not 3n.
+-- Reply:       4n values, item i at 4i-3..4i: allowed 0|1, remaining whole tokens,
+--              retry_after_ms, reset_after_ms; or, for that item alone, an error (a bucket
+--              that is not a Sluice state) at 4i-3 and three zeros: one bad key never fails
+--              the others. One flat array, because Redis converts every nested table of a
+--              reply separately, which cost more than the decision itself.
+-- Why it is written this way: per decision, Redis CPU goes mostly to the redis.call()s and
+-- to number <-> text conversions, so the keys are read by one MGET, the state and the TTL
+-- are formatted as integers ('%d', not the floating-point '%.0f'), and each run's
+-- parameters are converted once.
 local n = #KEYS
 local now
-if ARGV[3 * n + 1] then
-  now = tonumber(ARGV[3 * n + 1])
+if ARGV[1] ~= '' then
+  now = tonumber(ARGV[1])
 else
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- MGET answers nil for a key of another type as for a missing one; such a key is told
+-- apart when it is written (SET NX below), since a missing key always allows.
+local stored = redis.call('MGET', unpack(KEYS))
 local written = {}  -- key -> state string set by an earlier item of this batch
 local out = {}
+local a, left, cap, rate, cost = 2, 0
 for i = 1, n do
+  if left == 0 then
+    left, cap, rate, cost =
+      tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+    a = a + 4
+  end
+  left = left - 1
   local key = KEYS[i]
-  local cap = tonumber(ARGV[3 * i - 2])
-  local rate = tonumber(ARGV[3 * i - 1])
-  local cost = tonumber(ARGV[3 * i])
-  -- pcall: a key of another type (WRONGTYPE) is this item's error, not the batch's.
-  local v = written[key] or redis.pcall('GET', key)
+  local v = written[key]
+  if v == nil then v = stored[i] end
   local level, ts = cap, now
   local bad
-  if type(v) == 'table' then
-    bad = v
-  elseif v then
+  if v then
     local sp = string.find(v, ' ', 1, true)
     local l = sp and tonumber(string.sub(v, 1, sp - 1))
     local t = sp and tonumber(string.sub(v, sp + 1))
@@ -47,18 +59,27 @@ for i = 1, n do
       end
     end
   end
-  if bad then
-    out[i] = bad
-  elseif level >= cost then
+  local j = 4 * i
+  if not bad and level >= cost then
     level = level - cost
     local reset = math.ceil((cap - level) / rate)
-    local s = string.format('%.0f %.0f', level, ts)
-    redis.call('SET', key, s, 'PX', reset)
-    written[key] = s
-    out[i] = {1, math.floor(level / 1000000), 0, reset}
-  else
-    out[i] = {0, math.floor(level / 1000000), math.ceil((cost - level) / rate),
-              math.ceil((cap - level) / rate)}
+    local s = string.format('%d %d', level, ts)
+    local px = string.format('%d', reset)
+    if v then
+      redis.call('SET', key, s, 'PX', px)
+    elseif not redis.call('SET', key, s, 'PX', px, 'NX') then
+      bad = redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
+    end
+    if not bad then
+      written[key] = s
+      out[j - 3], out[j - 2], out[j - 1], out[j] = 1, math.floor(level / 1000000), 0, reset
+    end
+  elseif not bad then
+    out[j - 3], out[j - 2], out[j - 1], out[j] = 0, math.floor(level / 1000000),
+      math.ceil((cost - level) / rate), math.ceil((cap - level) / rate)
+  end
+  if bad then
+    out[j - 3], out[j - 2], out[j - 1], out[j] = bad, 0, 0, 0
   end
 end
 return out

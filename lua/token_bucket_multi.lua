@@ -70,7 +70,8 @@ end
 
 if all then
   for _, k in ipairs(order) do
-    redis.call('SET', k, string.format('%.0f %.0f', work[k][1], work[k][2]), 'PX', ttl[k])
+    redis.call('SET', k, string.format('%d %d', work[k][1], work[k][2]), 'PX',
+               string.format('%d', ttl[k]))
   end
   return reply
 end

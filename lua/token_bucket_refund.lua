@@ -29,8 +29,8 @@ for i = 1, #KEYS do
       if level >= cap then
         redis.call('DEL', k)
       else
-        redis.call('SET', k, string.format('%.0f %.0f', level, ts), 'PX',
-                   math.ceil((cap - level) / rate))
+        redis.call('SET', k, string.format('%d %d', level, ts), 'PX',
+                   string.format('%d', math.ceil((cap - level) / rate)))
       end
       written = written + 1
     end

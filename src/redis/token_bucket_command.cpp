@@ -24,6 +24,29 @@ struct decimal {
 
 }  // namespace
 
+namespace {
+
+// {allowed 0|1, remaining whole tokens, retry_after_ms, reset_after_ms} at e[0..3].
+script_reply parse_outcome(const redisReply* const* e, detail::token_bucket_outcome& out) noexcept {
+  for (std::size_t i = 0; i < 4; ++i) {
+    if (!e[i] || e[i]->type != REDIS_REPLY_INTEGER || e[i]->integer < 0)
+      return script_reply::malformed;
+  }
+  const long long allowed = e[0]->integer;
+  // Bounds keep the conversion to micro-tokens from overflowing on a nonsense reply.
+  if (allowed > 1 || e[1]->integer > static_cast<long long>(max_capacity))
+    return script_reply::malformed;
+  out = {};
+  out.allowed = allowed == 1;
+  out.remaining_ut = e[1]->integer * detail::micro_tokens_per_token;
+  out.retry_after_ms = e[2]->integer;
+  out.reset_after_ms = e[3]->integer;
+  if (out.allowed && out.retry_after_ms != 0) return script_reply::malformed;
+  return script_reply::decided;
+}
+
+}  // namespace
+
 void append_token_bucket_command(std::string& out, script_call call, std::string_view full_key,
                                  const detail::token_bucket_params& params,
                                  std::optional<std::int64_t> now_ms) {
@@ -76,7 +99,34 @@ void append_token_bucket_multi_command(std::string& out, script_call call,
 void append_token_bucket_batch_command(std::string& out, script_call call,
                                        std::span<const multi_key> keys,
                                        std::optional<std::int64_t> now_ms) {
-  append_multi(out, call, detail::lua_token_bucket_batch, keys, now_ms);
+  // Runs of consecutive items with the same parameters: count, capacity, rate, cost.
+  std::vector<decimal> numbers;
+  numbers.reserve(6);  // one run: a batch is mostly checks of one policy
+  numbers.emplace_back(static_cast<std::int64_t>(keys.size()));
+  if (now_ms) numbers.emplace_back(*now_ms);
+  const std::size_t first_run = numbers.size();
+  for (std::size_t i = 0; i < keys.size();) {
+    const auto& p = keys[i].params;
+    std::size_t j = i + 1;
+    while (j < keys.size() && keys[j].params.capacity_ut == p.capacity_ut &&
+           keys[j].params.rate_ut_per_ms == p.rate_ut_per_ms && keys[j].params.cost_ut == p.cost_ut)
+      ++j;
+    numbers.emplace_back(static_cast<std::int64_t>(j - i));
+    numbers.emplace_back(p.capacity_ut);
+    numbers.emplace_back(p.rate_ut_per_ms);
+    numbers.emplace_back(p.cost_ut);
+    i = j;
+  }
+  const auto& script = detail::lua_token_bucket_batch;
+  std::vector<std::string_view> args;
+  args.reserve(4 + keys.size() + numbers.size());
+  args.push_back(call == script_call::evalsha ? "EVALSHA" : "EVAL");
+  args.push_back(call == script_call::evalsha ? script.sha1 : script.source);
+  args.push_back(numbers[0].view());
+  for (const auto& k : keys) args.push_back(k.full_key);
+  args.push_back(now_ms ? numbers[1].view() : std::string_view{});
+  for (std::size_t i = first_run; i < numbers.size(); ++i) args.push_back(numbers[i].view());
+  append_command(out, args.data(), args.size());
 }
 
 void append_token_bucket_refund_command(std::string& out, script_call call,
@@ -108,13 +158,18 @@ script_reply parse_token_bucket_batch_reply(const redisReply& reply, std::size_t
   if (reply.type == REDIS_REPLY_ERROR) {
     return is_error(reply, "NOSCRIPT") ? script_reply::noscript : script_reply::failed;
   }
-  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != n) return script_reply::malformed;
+  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 4 * n) return script_reply::malformed;
   out.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
-    const redisReply* e = reply.element[i];
-    const auto r = e ? parse_token_bucket_reply(*e, out[i].outcome) : script_reply::malformed;
-    // NOSCRIPT is not something an item can say: nonsense.
-    out[i].ec = to_error(r == script_reply::noscript ? script_reply::malformed : r);
+    const auto* item = reply.element + 4 * i;
+    script_reply r = script_reply::malformed;
+    if (item[0] && item[0]->type == REDIS_REPLY_ERROR) {
+      // NOSCRIPT is not something an item can say: nonsense.
+      r = is_error(*item[0], "NOSCRIPT") ? script_reply::malformed : script_reply::failed;
+    } else {
+      r = parse_outcome(item, out[i].outcome);
+    }
+    out[i].ec = to_error(r);
   }
   return script_reply::decided;
 }
@@ -138,21 +193,7 @@ script_reply parse_token_bucket_reply(const redisReply& reply,
     return is_error(reply, "NOSCRIPT") ? script_reply::noscript : script_reply::failed;
   }
   if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 4) return script_reply::malformed;
-  for (std::size_t i = 0; i < 4; ++i) {
-    const redisReply* e = reply.element[i];
-    if (!e || e->type != REDIS_REPLY_INTEGER || e->integer < 0) return script_reply::malformed;
-  }
-  const long long allowed = reply.element[0]->integer;
-  // Bounds keep the conversion to micro-tokens from overflowing on a nonsense reply.
-  if (allowed > 1 || reply.element[1]->integer > static_cast<long long>(max_capacity))
-    return script_reply::malformed;
-  out = {};
-  out.allowed = allowed == 1;
-  out.remaining_ut = reply.element[1]->integer * detail::micro_tokens_per_token;
-  out.retry_after_ms = reply.element[2]->integer;
-  out.reset_after_ms = reply.element[3]->integer;
-  if (out.allowed && out.retry_after_ms != 0) return script_reply::malformed;
-  return script_reply::decided;
+  return parse_outcome(reply.element, out);
 }
 
 std::error_code to_decision(const redisReply& reply, std::uint64_t capacity,

@@ -58,8 +58,9 @@ void append_token_bucket_multi_command(std::string& out, script_call call,
                                        std::span<const multi_key> keys,
                                        std::optional<std::int64_t> now_ms = std::nullopt);
 
-/// Appends `EVALSHA <sha> n <key1..keyn> <cap1> <rate1> <cost1> ... [now_ms]` of
-/// lua/token_bucket_batch.lua, n independent decisions (or EVAL with its source), to `out`.
+/// Appends `EVALSHA <sha> n <key1..keyn> <now_ms or ""> <count> <cap> <rate> <cost> ...` of
+/// lua/token_bucket_batch.lua, n independent decisions (or EVAL with its source), to `out`:
+/// consecutive keys with the same parameters share one run of four numbers.
 void append_token_bucket_batch_command(std::string& out, script_call call,
                                        std::span<const multi_key> keys,
                                        std::optional<std::int64_t> now_ms = std::nullopt);
@@ -72,8 +73,9 @@ struct batch_item {
   detail::token_bucket_outcome outcome;
 };
 
-/// Reads the batch script's reply of `n` items into `out`; `decided` when the reply is an
-/// array of n items (each with its own result), else what went wrong for the whole call.
+/// Reads the batch script's reply of `n` items (one flat array of 4n values) into `out`;
+/// `decided` when the reply has that shape (each item with its own result), else what went
+/// wrong for the whole call.
 script_reply parse_token_bucket_batch_reply(const redisReply& reply, std::size_t n,
                                             std::vector<batch_item>& out);
 

@@ -320,22 +320,32 @@ TEST(RedisScriptTest, BatchItemOnABadKeyFailsAlone) {
   c.command({"SET", "garbage", "not a state"});
   c.command({"HSET", "hash", "f", "v"});  // GET on it is WRONGTYPE
   const detail::token_bucket_params p{10'000'000, 1000, 1'000'000};
-  const std::vector<redis::multi_key> keys{{"good", p}, {"garbage", p}, {"hash", p}, {"good", p}};
+  const detail::token_bucket_params q{5'000'000, 1000, 2'000'000};
+  // "hash" reads like a missing key to the script's MGET; twice, and between items of
+  // other parameters, so that the script's runs of parameters are crossed too.
+  const std::vector<redis::multi_key> keys{{"good", p},  {"garbage", p}, {"hash", p},
+                                           {"fresh", q}, {"hash", q},    {"good", p}};
   std::string cmd;
   redis::append_token_bucket_batch_command(cmd, redis::script_call::eval, keys, 5000);
   const auto replies = c.transaction(cmd, 1);
   std::vector<redis::batch_item> items;
   ASSERT_EQ(redis::parse_token_bucket_batch_reply(*replies->element[0], keys.size(), items),
-            redis::script_reply::decided);
+            redis::script_reply::decided)
+      << redis::reply_text(*replies->element[0]);
   EXPECT_FALSE(items[0].ec);
   EXPECT_EQ(items[0].outcome.remaining_ut, 9'000'000);
   EXPECT_EQ(items[1].ec, errc::backend_script_error);
   EXPECT_EQ(items[2].ec, errc::backend_script_error);
   EXPECT_FALSE(items[3].ec);
-  EXPECT_EQ(items[3].outcome.remaining_ut, 8'000'000);
+  EXPECT_EQ(items[3].outcome.remaining_ut, 3'000'000);
+  EXPECT_EQ(items[4].ec, errc::backend_script_error);
+  EXPECT_FALSE(items[5].ec);
+  EXPECT_EQ(items[5].outcome.remaining_ut, 8'000'000);
   EXPECT_EQ(redis::reply_text(*c.command({"GET", "good"})), "8000000 5000");
+  EXPECT_EQ(redis::reply_text(*c.command({"GET", "fresh"})), "3000000 5000");
   EXPECT_EQ(redis::reply_text(*c.command({"GET", "garbage"})), "not a state");
   EXPECT_EQ(redis::reply_text(*c.command({"TYPE", "hash"})), "hash");
+  EXPECT_EQ(redis::reply_text(*c.command({"HGET", "hash", "f"})), "v");
 }
 
 TEST(RedisScriptTest, MalformedStateIsAScriptError) {
