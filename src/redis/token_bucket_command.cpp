@@ -124,7 +124,7 @@ void append_token_bucket_batch_command(std::string& out, script_call call,
   args.push_back(call == script_call::evalsha ? script.sha1 : script.source);
   args.push_back(numbers[0].view());
   for (const auto& k : keys) args.push_back(k.full_key);
-  args.push_back(now_ms ? numbers[1].view() : std::string_view{});
+  args.push_back(now_ms ? numbers[1].view() : std::string_view{""});
   for (std::size_t i = first_run; i < numbers.size(); ++i) args.push_back(numbers[i].view());
   append_command(out, args.data(), args.size());
 }
