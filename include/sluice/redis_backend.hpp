@@ -60,7 +60,8 @@ struct redis_options {
   /// Single-key decisions (decide, async_decide) that arrive while Redis is busy with
   /// earlier ones are coalesced into one script call of at most this many decisions, each
   /// decided exactly as on its own (lua/token_bucket_batch.lua). A lone decision is never
-  /// held back. 1: every decision is its own call. Standalone and Sentinel; not Cluster.
+  /// held back. 1: every decision is its own call. 1..1000 (the script puts a call's keys
+  /// on Lua's stack, which holds a few thousand values). Standalone and Sentinel; not Cluster.
   std::size_t max_batch = 32;
   /// After its last piece of work the I/O thread keeps polling this long (yielding the core
   /// in between) before it sleeps in epoll_wait, so a reply or a new check that comes soon

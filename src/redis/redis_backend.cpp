@@ -271,7 +271,9 @@ std::shared_ptr<backend> make_redis_backend(redis_options options) {
   if (options.connect_timeout.count() <= 0 || options.command_timeout.count() <= 0)
     throw std::invalid_argument("Redis connect and command timeouts must be positive");
   if (options.max_in_flight == 0) throw std::invalid_argument("max_in_flight must be positive");
-  if (options.max_batch == 0) throw std::invalid_argument("max_batch must be positive");
+  // lua/token_bucket_batch.lua unpacks a call's keys onto Lua's stack (at most ~8000 values).
+  if (options.max_batch == 0 || options.max_batch > 1000)
+    throw std::invalid_argument("max_batch must be 1..1000");
   if (options.reconnect_backoff_min.count() <= 0 ||
       options.reconnect_backoff_max < options.reconnect_backoff_min)
     throw std::invalid_argument("reconnect backoff must satisfy 0 < min <= max");

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -114,6 +115,25 @@ TEST(RedisBatchTest, ConcurrentDecisionsShareScriptCallsAndStayExact) {
   const long long calls = stat_calls(c, "evalsha");
   EXPECT_GT(calls, 0);
   EXPECT_LT(calls, n / 2) << "decisions were not batched";
+}
+
+// The largest max_batch allowed still fits the script (its keys go through one unpack), and
+// one above it is refused up front rather than failing every large batch at run time.
+TEST(RedisBatchTest, TheLargestMaxBatchWorksAndALargerOneIsRefused) {
+  test::redis_server redis;
+  test::redis_client c(redis.port());
+  EXPECT_THROW(make(redis.url(), 1001), std::invalid_argument);
+  EXPECT_THROW(make(redis.url(), 0), std::invalid_argument);
+  auto b = make(redis.url(), 1000);
+  decision warm;
+  ASSERT_FALSE(b->decide("warm", bucket(), 1, warm));
+  c.command({"CONFIG", "RESETSTAT"});
+  constexpr int n = 6000;
+  tally t;
+  hammer(*b, "big:", n, t);
+  EXPECT_EQ(t.errors.load(), 0);
+  for (int k = 0; k < keys; ++k) EXPECT_EQ(t.admitted[k].load(), static_cast<int>(capacity)) << k;
+  EXPECT_LT(stat_calls(c, "evalsha"), n / 2) << "decisions were not batched";
 }
 
 TEST(RedisBatchTest, MaxBatchOneSendsEveryDecisionAlone) {

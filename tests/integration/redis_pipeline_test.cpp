@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -263,7 +264,8 @@ TEST(RedisPipelineTest, WorkOnTheCallersExecutorEndsOnTheCallersThread) {
   for (int i = 0; i < 300; ++i) {
     lim.async_check(key_name("work:", i % keys), bucket(), 1,
                     boost::asio::bind_executor(ex, [&](std::error_code, decision) { ++ran; }));
-    const check_item items[] = {{key_name("work-all:", i % keys), bucket(), 1}};
+    const std::string all_key = key_name("work-all:", i % keys);  // check_item holds a view
+    const check_item items[] = {{all_key, bucket(), 1}};
     lim.async_check_all(items, boost::asio::bind_executor(
                                    ex, [&](std::error_code, std::vector<decision>) { ++ran; }));
   }
