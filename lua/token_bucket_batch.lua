@@ -74,6 +74,10 @@ for i = 1, n do
       written[key] = s
       out[j - 3], out[j - 2], out[j - 1], out[j] = 1, math.floor(level / 1000000), 0, reset
     end
+  elseif not bad and not v and redis.call('EXISTS', key) == 1 then
+    -- Only a cost above the capacity denies on a missing key (the limiter refuses those
+    -- before they get here): then this tells a key of another type apart without a write.
+    bad = redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
   elseif not bad then
     out[j - 3], out[j - 2], out[j - 1], out[j] = 0, math.floor(level / 1000000),
       math.ceil((cost - level) / rate), math.ceil((cap - level) / rate)

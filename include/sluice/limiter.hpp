@@ -73,12 +73,13 @@ class limiter {
           auto shared = std::make_shared<decltype(handler)>(std::move(handler));
           start_check(
               k, pol, c, [shared, work = std::move(work)](std::error_code ec, decision d) mutable {
-                // The guard goes along with the posted handler and ends where it ran: after post()
-                // returns, nothing here touches the executor, which its owner may stop and destroy
-                // as soon as the handler has run.
+                // The handler and the guard go along with the post (this runs once) and end
+                // where the handler ran: after post() returns, nothing here touches the
+                // executor or the handler, whose owner may stop and destroy them as soon as
+                // the handler has run.
                 auto ex2 = work.get_executor();
-                boost::asio::post(
-                    ex2, [shared, ec, d, w = std::move(work)]() mutable { (*shared)(ec, d); });
+                boost::asio::post(ex2, [h = std::move(*shared), ec, d,
+                                        w = std::move(work)]() mutable { std::move(h)(ec, d); });
               });
         },
         token, std::string(key), p, cost);
@@ -121,15 +122,15 @@ class limiter {
           auto ex = boost::asio::get_associated_executor(handler, boost::asio::system_executor());
           auto work = boost::asio::make_work_guard(ex);
           auto shared = std::make_shared<decltype(handler)>(std::move(handler));
-          start_check_all(std::move(its), [shared, work = std::move(work)](
-                                              std::error_code ec,
-                                              std::vector<decision> ds) mutable {
-            // As in async_check: the guard goes with the handler.
-            auto ex2 = work.get_executor();
-            boost::asio::post(ex2, [shared, ec, ds = std::move(ds), w = std::move(work)]() mutable {
-              (*shared)(ec, std::move(ds));
-            });
-          });
+          start_check_all(
+              std::move(its), [shared, work = std::move(work)](std::error_code ec,
+                                                               std::vector<decision> ds) mutable {
+                // As in async_check: the handler and the guard go with the post.
+                auto ex2 = work.get_executor();
+                boost::asio::post(
+                    ex2, [h = std::move(*shared), ec, ds = std::move(ds),
+                          w = std::move(work)]() mutable { std::move(h)(ec, std::move(ds)); });
+              });
         },
         token, std::move(owned));
   }

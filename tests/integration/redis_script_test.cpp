@@ -323,8 +323,12 @@ TEST(RedisScriptTest, BatchItemOnABadKeyFailsAlone) {
   const detail::token_bucket_params q{5'000'000, 1000, 2'000'000};
   // "hash" reads like a missing key to the script's MGET; twice, and between items of
   // other parameters, so that the script's runs of parameters are crossed too.
-  const std::vector<redis::multi_key> keys{{"good", p},  {"garbage", p}, {"hash", p},
-                                           {"fresh", q}, {"hash", q},    {"good", p}};
+  // A cost above the capacity (which the limiter refuses before Redis) denies a missing
+  // key without a write, so the script has to tell the hash apart another way.
+  const detail::token_bucket_params over{1'000'000, 1000, 2'000'000};
+  const std::vector<redis::multi_key> keys{{"good", p},    {"garbage", p},   {"hash", p},
+                                           {"fresh", q},   {"hash", q},      {"good", p},
+                                           {"hash", over}, {"missing", over}};
   std::string cmd;
   redis::append_token_bucket_batch_command(cmd, redis::script_call::eval, keys, 5000);
   const auto replies = c.transaction(cmd, 1);
@@ -341,6 +345,10 @@ TEST(RedisScriptTest, BatchItemOnABadKeyFailsAlone) {
   EXPECT_EQ(items[4].ec, errc::backend_script_error);
   EXPECT_FALSE(items[5].ec);
   EXPECT_EQ(items[5].outcome.remaining_ut, 8'000'000);
+  EXPECT_EQ(items[6].ec, errc::backend_script_error);
+  EXPECT_FALSE(items[7].ec);
+  EXPECT_FALSE(items[7].outcome.allowed);
+  EXPECT_EQ(redis::reply_text(*c.command({"TYPE", "missing"})), "none");
   EXPECT_EQ(redis::reply_text(*c.command({"GET", "good"})), "8000000 5000");
   EXPECT_EQ(redis::reply_text(*c.command({"GET", "fresh"})), "3000000 5000");
   EXPECT_EQ(redis::reply_text(*c.command({"GET", "garbage"})), "not a state");
