@@ -105,15 +105,17 @@ struct window {
 };
 
 // On `io`, which nothing else runs meanwhile; returns when every chain has ended.
-tally run_async(sluice::limiter& lim, asio::io_context& io, int callers, std::uint64_t keys,
-                window w) {
+tally run_async(sluice::limiter& lim, asio::io_context& io, bool loop, int callers,
+                std::uint64_t keys, window w) {
   tally t;
   const auto pol = bench_policy();
   std::vector<key_source> sources;
   for (int c = 0; c < callers; ++c) sources.emplace_back(static_cast<std::uint64_t>(c + 1), keys);
   int live = callers;
-  // Each caller issues its next check from the completion of the previous one. (In loop
-  // mode the backend's connection keeps `io` busy for ever, so the last chain stops it.)
+  // Each caller issues its next check from the completion of the previous one. In loop mode
+  // the backend's connection keeps `io` busy for ever, so the last chain stops it; otherwise
+  // run() returns once no work is left, and only then may `io` go: a stop() would let it be
+  // destroyed while the backend's thread still holds work on it.
   std::function<void(int)> issue = [&](int c) {
     const auto t0 = steady::now();
     lim.async_check(sources[static_cast<std::size_t>(c)].next(), pol, 1,
@@ -123,7 +125,7 @@ tally run_async(sluice::limiter& lim, asio::io_context& io, int callers, std::ui
                       ++t.completed;
                       if (t0 >= w.from && t1 <= w.until) t.add(t1 - t0, d);
                       if (t1 < w.until) return issue(c);
-                      if (--live == 0) io.stop();
+                      if (--live == 0 && loop) io.stop();
                     }));
   };
   for (int c = 0; c < callers; ++c) issue(c);
@@ -257,7 +259,7 @@ int main(int argc, char** argv) {
                                  std::chrono::duration<double>(o.warmup + o.seconds))};
       asio::io_context chains(1);  // async mode: the callers' own io_context, as a server's
       auto t = o.mode == "threads" ? run_threads(lim, callers, o.keys, w)
-                                   : run_async(lim, loop ? io : chains, callers, o.keys, w);
+                                   : run_async(lim, loop ? io : chains, loop, callers, o.keys, w);
       const auto n = t.latency_ns.size();
       std::printf(
           "mode=%s callers=%d keys=%llu seconds=%.1f decisions=%zu per_sec=%.0f p50_us=%.1f "

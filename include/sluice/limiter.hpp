@@ -71,16 +71,11 @@ class limiter {
           auto ex = boost::asio::get_associated_executor(handler, boost::asio::system_executor());
           auto work = boost::asio::make_work_guard(ex);
           auto shared = std::make_shared<decltype(handler)>(std::move(handler));
-          start_check(
-              k, pol, c, [shared, work = std::move(work)](std::error_code ec, decision d) mutable {
-                // The handler and the guard go along with the post (this runs once) and end
-                // where the handler ran: after post() returns, nothing here touches the
-                // executor or the handler, whose owner may stop and destroy them as soon as
-                // the handler has run.
-                auto ex2 = work.get_executor();
-                boost::asio::post(ex2, [h = std::move(*shared), ec, d,
-                                        w = std::move(work)]() mutable { std::move(h)(ec, d); });
-              });
+          start_check(k, pol, c, [shared, work](std::error_code ec, decision d) mutable {
+            auto ex2 = work.get_executor();
+            boost::asio::post(ex2, [shared, ec, d]() mutable { (*shared)(ec, d); });
+            work.reset();
+          });
         },
         token, std::string(key), p, cost);
   }
@@ -122,15 +117,14 @@ class limiter {
           auto ex = boost::asio::get_associated_executor(handler, boost::asio::system_executor());
           auto work = boost::asio::make_work_guard(ex);
           auto shared = std::make_shared<decltype(handler)>(std::move(handler));
-          start_check_all(
-              std::move(its), [shared, work = std::move(work)](std::error_code ec,
-                                                               std::vector<decision> ds) mutable {
-                // As in async_check: the handler and the guard go with the post.
-                auto ex2 = work.get_executor();
-                boost::asio::post(
-                    ex2, [h = std::move(*shared), ec, ds = std::move(ds),
-                          w = std::move(work)]() mutable { std::move(h)(ec, std::move(ds)); });
-              });
+          start_check_all(std::move(its),
+                          [shared, work](std::error_code ec, std::vector<decision> ds) mutable {
+                            auto ex2 = work.get_executor();
+                            boost::asio::post(ex2, [shared, ec, ds = std::move(ds)]() mutable {
+                              (*shared)(ec, std::move(ds));
+                            });
+                            work.reset();
+                          });
         },
         token, std::move(owned));
   }
@@ -146,7 +140,8 @@ class limiter {
 
  private:
   struct state;
-  void start_check(std::string_view key, const policy& p, std::uint64_t cost, decide_handler done);
+  void start_check(std::string_view key, const policy& p, std::uint64_t cost,
+                   decide_handler done);
   void start_check_all(std::vector<owned_check_item> items, decide_all_handler done);
   std::shared_ptr<state> state_;
 };

@@ -14,8 +14,6 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <boost/asio/bind_executor.hpp>
-#include <boost/asio/io_context.hpp>
 
 #include "support/redis_server.hpp"
 
@@ -214,64 +212,6 @@ TEST(RedisPipelineTest, SurvivesRedisRestartsMidLoad) {
   }
   for (auto& t : after) t.join();
   EXPECT_EQ(admitted.load(), static_cast<int>(capacity));
-}
-
-// An io_context executor that counts the work ended on a thread other than `owner`, the
-// one thread that issues the checks and runs the io_context.
-class watched_executor {
- public:
-  watched_executor(boost::asio::io_context& io, std::atomic<int>& foreign)
-      : ex_(io.get_executor()), owner_(std::this_thread::get_id()), foreign_(&foreign) {}
-  boost::asio::io_context& context() const noexcept { return ex_.context(); }
-  void on_work_started() const noexcept { ex_.on_work_started(); }
-  void on_work_finished() const noexcept {
-    if (std::this_thread::get_id() != owner_) foreign_->fetch_add(1);
-    ex_.on_work_finished();
-  }
-  template <class F, class A>
-  void dispatch(F&& f, const A& a) const {
-    ex_.dispatch(std::forward<F>(f), a);
-  }
-  template <class F, class A>
-  void post(F&& f, const A& a) const {
-    ex_.post(std::forward<F>(f), a);
-  }
-  template <class F, class A>
-  void defer(F&& f, const A& a) const {
-    ex_.defer(std::forward<F>(f), a);
-  }
-  bool operator==(const watched_executor& o) const noexcept { return ex_ == o.ex_; }
-  bool operator!=(const watched_executor& o) const noexcept { return ex_ != o.ex_; }
-
- private:
-  boost::asio::io_context::executor_type ex_;
-  std::thread::id owner_;
-  std::atomic<int>* foreign_;
-};
-
-// A caller may stop and destroy its io_context as soon as the handler it waited for has
-// run. So the limiter must not touch the handler's executor from its own I/O thread once it
-// has posted the handler: the work it holds there ends with the handler, on the caller's
-// thread. (When the I/O thread ended it after posting, a benchmark that destroyed its
-// io_context right after its last handler crashed in one run of many.)
-TEST(RedisPipelineTest, WorkOnTheCallersExecutorEndsOnTheCallersThread) {
-  test::redis_server redis;
-  auto lim = make_limiter(redis.url(), 10s);
-  boost::asio::io_context io(1);
-  std::atomic<int> foreign{0};
-  int ran = 0;
-  const watched_executor ex(io, foreign);
-  for (int i = 0; i < 300; ++i) {
-    lim.async_check(key_name("work:", i % keys), bucket(), 1,
-                    boost::asio::bind_executor(ex, [&](std::error_code, decision) { ++ran; }));
-    const std::string all_key = key_name("work-all:", i % keys);  // check_item holds a view
-    const check_item items[] = {{all_key, bucket(), 1}};
-    lim.async_check_all(items, boost::asio::bind_executor(
-                                   ex, [&](std::error_code, std::vector<decision>) { ++ran; }));
-  }
-  io.run();  // returns once no work is left: every handler ran
-  EXPECT_EQ(ran, 600);
-  EXPECT_EQ(foreign.load(), 0) << "work on the caller's executor ended on another thread";
 }
 
 }  // namespace

@@ -94,16 +94,13 @@ auto async_evaluate(limiter& lim, std::shared_ptr<const rule_set> rules, const r
         auto ex = boost::asio::get_associated_executor(handler, boost::asio::system_executor());
         auto work = boost::asio::make_work_guard(ex);
         auto shared = std::make_shared<decltype(handler)>(std::move(handler));
-        detail::start_evaluate(std::move(l), std::move(planned),
-                               [shared, work = std::move(work)](evaluation e) mutable {
-                                 // As in limiter::async_check: the handler and the guard go with
-                                 // the post.
-                                 auto ex2 = work.get_executor();
-                                 boost::asio::post(ex2, [h = std::move(*shared), e = std::move(e),
-                                                         w = std::move(work)]() mutable {
-                                   std::move(h)(std::move(e));
-                                 });
-                               });
+        detail::start_evaluate(
+            std::move(l), std::move(planned), [shared, work](evaluation e) mutable {
+              auto ex2 = work.get_executor();
+              boost::asio::post(ex2,
+                                [shared, e = std::move(e)]() mutable { (*shared)(std::move(e)); });
+              work.reset();
+            });
       },
       token, lim, detail::plan(std::move(rules), req));
 }
