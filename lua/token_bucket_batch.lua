@@ -27,7 +27,8 @@ else
 end
 
 -- MGET answers nil for a key of another type as for a missing one; such a key is told
--- apart when it is written (SET NX below), since a missing key always allows.
+-- apart when it is written (SET NX below), or by EXISTS when a cost above the capacity
+-- denies it (the only way a missing key denies).
 local stored = redis.call('MGET', unpack(KEYS))
 local written = {}  -- key -> state string set by an earlier item of this batch
 local out = {}
