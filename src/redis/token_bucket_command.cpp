@@ -22,10 +22,6 @@ struct decimal {
   std::size_t len = 0;
 };
 
-}  // namespace
-
-namespace {
-
 // {allowed 0|1, remaining whole tokens, retry_after_ms, reset_after_ms} at e[0..3].
 script_reply parse_outcome(const redisReply* const* e, detail::token_bucket_outcome& out) noexcept {
   for (std::size_t i = 0; i < 4; ++i) {
