@@ -48,6 +48,8 @@ class backend {
 
   /// Decides asynchronously. `handler` is called exactly once, from a backend thread or
   /// inline (the limiter re-posts it, so user handlers never run inline). Thread-safe.
+  /// A handler called on a backend thread must not block: that thread serves every call,
+  /// and a limiter's async completion requested from it is posted only once it returns.
   virtual void async_decide(std::string_view key, const policy& p, std::uint64_t cost,
                             decide_handler handler) = 0;
 

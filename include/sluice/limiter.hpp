@@ -2,26 +2,60 @@
 /// sluice::limiter: validates a request, asks its backend, and applies the policy's
 /// failure mode when the backend fails.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/system_executor.hpp>
 
 #include <sluice/backend.hpp>
 #include <sluice/clock.hpp>
 #include <sluice/decision.hpp>
+#include <sluice/detail/coalesced_post.hpp>
 #include <sluice/policy.hpp>
 
 namespace sluice {
+
+namespace detail {
+
+template <class Executor>
+struct is_io_context_executor : std::false_type {};
+template <class Allocator, unsigned int Bits>
+struct is_io_context_executor<boost::asio::io_context::basic_executor_type<Allocator, Bits>>
+    : std::true_type {};
+
+/// Posts a check's completion `f` to `ex`. When `ex` is an io_context's executor (also
+/// inside an any_io_executor), `f` is coalesced with the other completions for that
+/// io_context that the same Redis reply brings (coalesced_post.hpp); otherwise, a thread
+/// pool's or a strand's executor for instance, it is posted on its own.
+template <class Executor, class F>
+void post_completion(const Executor& ex, F&& f) {
+  if constexpr (is_io_context_executor<Executor>::value) {
+    post_coalesced(ex.context(), std::function<void()>(std::forward<F>(f)));
+  } else if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>) {
+    if (const auto* io_ex = ex.template target<boost::asio::io_context::executor_type>()) {
+      post_coalesced(io_ex->context(), std::function<void()>(std::forward<F>(f)));
+    } else {
+      boost::asio::post(ex, std::forward<F>(f));
+    }
+  } else {
+    boost::asio::post(ex, std::forward<F>(f));
+  }
+}
+
+}  // namespace detail
 
 /// Counts of what a limiter did, for metrics. Monotonic; read with limiter::stats().
 struct limiter_stats {
@@ -59,7 +93,11 @@ class limiter {
 
   /// Asynchronous check. Completion signature: `void(std::error_code, sluice::decision)`,
   /// with the error set only for invalid input. The handler never runs inline: it is
-  /// posted to its associated executor (default: boost::asio::system_executor).
+  /// posted to its associated executor (default: boost::asio::system_executor), and is
+  /// destroyed there once it has run. The completions that one Redis reply brings for the
+  /// same io_context are posted to it as one operation, so they run one after another, in
+  /// order, on one of its threads (one wake-up per reply instead of one per check); for
+  /// other executors (a strand, a thread pool) each completion is posted on its own.
   /// Works with callbacks, `use_awaitable`, `use_future` and other completion tokens; as
   /// std::error_code is not Asio's error type, those yield `std::tuple<std::error_code,
   /// decision>` rather than throwing.
@@ -72,8 +110,9 @@ class limiter {
           auto work = boost::asio::make_work_guard(ex);
           auto shared = std::make_shared<decltype(handler)>(std::move(handler));
           start_check(k, pol, c, [shared, work](std::error_code ec, decision d) mutable {
-            auto ex2 = work.get_executor();
-            boost::asio::post(ex2, [shared, ec, d]() mutable { (*shared)(ec, d); });
+            // The handler moves into the posted operation, so it is destroyed where it ran.
+            detail::post_completion(work.get_executor(),
+                                    [shared = std::move(shared), ec, d] { (*shared)(ec, d); });
             work.reset();
           });
         },
@@ -117,14 +156,14 @@ class limiter {
           auto ex = boost::asio::get_associated_executor(handler, boost::asio::system_executor());
           auto work = boost::asio::make_work_guard(ex);
           auto shared = std::make_shared<decltype(handler)>(std::move(handler));
-          start_check_all(std::move(its),
-                          [shared, work](std::error_code ec, std::vector<decision> ds) mutable {
-                            auto ex2 = work.get_executor();
-                            boost::asio::post(ex2, [shared, ec, ds = std::move(ds)]() mutable {
-                              (*shared)(ec, std::move(ds));
-                            });
-                            work.reset();
-                          });
+          start_check_all(
+              std::move(its), [shared, work](std::error_code ec, std::vector<decision> ds) mutable {
+                detail::post_completion(work.get_executor(), [shared = std::move(shared), ec,
+                                                              ds = std::move(ds)]() mutable {
+                  (*shared)(ec, std::move(ds));
+                });
+                work.reset();
+              });
         },
         token, std::move(owned));
   }
@@ -140,8 +179,7 @@ class limiter {
 
  private:
   struct state;
-  void start_check(std::string_view key, const policy& p, std::uint64_t cost,
-                   decide_handler done);
+  void start_check(std::string_view key, const policy& p, std::uint64_t cost, decide_handler done);
   void start_check_all(std::vector<owned_check_item> items, decide_all_handler done);
   std::shared_ptr<state> state_;
 };

@@ -67,7 +67,8 @@ struct redis_options {
   /// in between) before it sleeps in epoll_wait, so a reply or a new check that comes soon
   /// after is handled without a thread wake-up (10-20 us on a VM, a third of a loopback
   /// round trip). Costs up to this much CPU after each burst of work; 0: sleep at once.
-  /// Standalone Redis only.
+  /// Only while at most two calls are outstanding: under more load the thread sleeps at
+  /// once, leaving the core to the callers. Standalone Redis only.
   std::chrono::microseconds poll_before_sleep{50};
   /// Runs the backend's connection, timers and batching on this io_context instead of an
   /// I/O thread of the backend's own: a program whose checks come from one event-loop

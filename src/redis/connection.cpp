@@ -1,5 +1,6 @@
 #include "redis/connection.hpp"
 
+#include <sluice/detail/coalesced_post.hpp>
 #include <sluice/error.hpp>
 
 #include <algorithm>
@@ -372,6 +373,8 @@ void connection::start_read() {
       self->lose_connection(make_error_code(errc::backend_protocol_error), "out of memory");
       return;
     }
+    // The checks this read completes reach each caller's executor as one post.
+    const sluice::detail::coalescing_scope one_post_per_caller;
     for (;;) {
       reply_ptr reply;
       const auto st = self->reader_->next(reply);

@@ -97,6 +97,8 @@ class connection : public std::enable_shared_from_this<connection> {
                         exec_handler handler, std::size_t replies = 1);
 
   state current_state() const noexcept { return state_.load(std::memory_order_acquire); }
+  /// Requests submitted and not yet completed (a load figure: read without a lock).
+  std::size_t pending() const noexcept { return pending_.load(std::memory_order_relaxed); }
 
  private:
   using clock = std::chrono::steady_clock;

@@ -62,6 +62,9 @@ class decision_batcher : public std::enable_shared_from_this<decision_batcher> {
   /// new ones. Batches already sent complete as the connection completes them. Idempotent.
   void stop();
 
+  /// Decisions accepted and not yet completed, waiting or sent (a load figure, lock-free).
+  std::size_t accepted() const noexcept { return accepted_.load(std::memory_order_relaxed); }
+
  private:
   using clock = std::chrono::steady_clock;
   struct pending {

@@ -96,9 +96,11 @@ auto async_evaluate(limiter& lim, std::shared_ptr<const rule_set> rules, const r
         auto shared = std::make_shared<decltype(handler)>(std::move(handler));
         detail::start_evaluate(
             std::move(l), std::move(planned), [shared, work](evaluation e) mutable {
-              auto ex2 = work.get_executor();
-              boost::asio::post(ex2,
-                                [shared, e = std::move(e)]() mutable { (*shared)(std::move(e)); });
+              // The handler moves into the posted operation, so it is destroyed where it ran.
+              sluice::detail::post_completion(
+                  work.get_executor(), [shared = std::move(shared), e = std::move(e)]() mutable {
+                    (*shared)(std::move(e));
+                  });
               work.reset();
             });
       },
