@@ -96,8 +96,9 @@ class limiter {
   /// posted to its associated executor (default: boost::asio::system_executor), and is
   /// destroyed there once it has run. The completions that one Redis reply brings for the
   /// same io_context are posted to it as one operation, so they run one after another, in
-  /// order, on one of its threads (one wake-up per reply instead of one per check); for
-  /// other executors (a strand, a thread pool) each completion is posted on its own.
+  /// order, on one of its threads (one wake-up per reply instead of one per check): a
+  /// handler that blocks holds up the others of its reply. For other executors (a strand, a
+  /// thread pool) each completion is posted on its own.
   /// Works with callbacks, `use_awaitable`, `use_future` and other completion tokens; as
   /// std::error_code is not Asio's error type, those yield `std::tuple<std::error_code,
   /// decision>` rather than throwing.

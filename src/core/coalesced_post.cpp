@@ -28,19 +28,32 @@ struct deferred_posts {
 
 thread_local deferred_posts tls_deferred;
 
-// Runs the completions in order; when one throws, the rest go back on the queue before the
-// exception propagates, so that no completion is lost to another's exception.
+void run_all(asio::io_context& ctx, completions& fns);
+
+// Posts the completions after the first `done` again, as one operation (none if none is left).
+void post_rest(asio::io_context& ctx, completions& fns, std::size_t done) {
+  if (done >= fns.size()) return;
+  completions rest(std::make_move_iterator(fns.begin() + static_cast<std::ptrdiff_t>(done)),
+                   std::make_move_iterator(fns.end()));
+  asio::post(ctx, [&ctx, rest = std::move(rest)]() mutable { run_all(ctx, rest); });
+}
+
+// Runs the completions in order, each destroyed once it has run. Where Asio would stop
+// running handlers, this stops too and posts the rest again, so that none is lost: when one
+// throws (the exception then leaves run(), as a handler's does), and when one stops the
+// io_context (the rest run after restart(), as queued handlers do).
 void run_all(asio::io_context& ctx, completions& fns) {
   for (std::size_t i = 0; i < fns.size(); ++i) {
     try {
-      fns[i]();
+      auto fn = std::move(fns[i]);
+      fn();
     } catch (...) {
-      if (i + 1 < fns.size()) {
-        completions rest(std::make_move_iterator(fns.begin() + static_cast<std::ptrdiff_t>(i + 1)),
-                         std::make_move_iterator(fns.end()));
-        asio::post(ctx, [&ctx, rest = std::move(rest)]() mutable { run_all(ctx, rest); });
-      }
+      post_rest(ctx, fns, i + 1);
       throw;
+    }
+    if (ctx.stopped()) {
+      post_rest(ctx, fns, i + 1);
+      return;
     }
   }
 }

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -137,6 +138,58 @@ TEST(RedisCompletionTest, ConcurrentChecksBoundToAnIoContextCompleteOnceEachOnIt
 TEST(RedisCompletionTest, ConcurrentChecksBoundToAStrandCompleteOnceEachOnItsThread) {
   boost::asio::io_context io(1);
   expect_each_completes_once_on_its_thread(io, boost::asio::make_strand(io));
+}
+
+// Counts the operations `io` runs to complete `total` checks issued at once from this thread
+// with their handlers bound to `bind_to`; every check must be admitted, once.
+template <class Executor>
+std::size_t operations_to_complete(boost::asio::io_context& io, Executor bind_to, int total) {
+  test::redis_server redis;
+  redis_options o;
+  o.url = redis.url();
+  o.command_timeout = 10s;
+  o.max_batch = 32;
+  limiter lim(make_redis_backend(o));
+  policy p;
+  p.capacity = 1000;
+  p.refill_per_second = 0.001;
+  p.on_failure = failure_mode::closed;
+
+  auto work = boost::asio::make_work_guard(io);
+  int admitted = 0;
+  int completed = 0;
+  for (int i = 0; i < total; ++i) {
+    lim.async_check("grouped:" + std::to_string(i % 7), p, 1,
+                    boost::asio::bind_executor(bind_to, [&](std::error_code ec, decision d) {
+                      EXPECT_FALSE(ec);
+                      if (d.allowed && !d.degraded) ++admitted;
+                      if (++completed == total) work.reset();
+                    }));
+  }
+  std::size_t operations = 0;
+  while (io.run_one() > 0) ++operations;  // returns 0 once the last handler reset `work`
+  EXPECT_EQ(completed, total);
+  EXPECT_EQ(admitted, total);
+  return operations;
+}
+
+// What the grouping buys: the checks that one reply answers (up to max_batch of them) reach
+// the io_context as one operation, so its thread wakes once per reply, not once per check.
+// A lone check goes out at once and the rest queue behind it, so 300 checks issued in a burst
+// come back in a handful of replies; one post per check would take 300 operations.
+TEST(RedisCompletionTest, ChecksAnsweredByOneReplyCompleteAsOneOperation) {
+  constexpr int total = 300;
+  boost::asio::io_context io(1);
+  EXPECT_LT(operations_to_complete(io, io.get_executor(), total),
+            static_cast<std::size_t>(total / 2));
+}
+
+// The same through a type-erased executor (as use_awaitable and Beast streams hand out).
+TEST(RedisCompletionTest, ChecksBoundToAnAnyIoExecutorAreGroupedToo) {
+  constexpr int total = 300;
+  boost::asio::io_context io(1);
+  const boost::asio::any_io_executor ex = io.get_executor();
+  EXPECT_LT(operations_to_complete(io, ex, total), static_cast<std::size_t>(total / 2));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // completion that throws loses none of the others.
 #include <sluice/detail/coalesced_post.hpp>
 
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -92,6 +93,39 @@ TEST(CoalescedPostTest, ACompletionThatThrowsLosesNoneOfTheOthers) {
   io.restart();
   io.run();
   EXPECT_EQ(ran, "acd");
+}
+
+TEST(CoalescedPostTest, ACompletionThatStopsTheContextStopsTheOthersUntilRestart) {
+  boost::asio::io_context io;
+  std::string ran;
+  {
+    coalescing_scope scope;
+    post_coalesced(io, [&] { ran += 'a'; });
+    post_coalesced(io, [&] {
+      ran += 'b';
+      io.stop();
+    });
+    post_coalesced(io, [&] { ran += 'c'; });
+  }
+  io.run();  // returns after 'b', as it would with three handlers of its own
+  EXPECT_EQ(ran, "ab");
+  io.restart();
+  io.run();
+  EXPECT_EQ(ran, "abc");
+}
+
+TEST(CoalescedPostTest, EachCompletionIsDestroyedOnceItHasRun) {
+  boost::asio::io_context io;
+  auto first = std::make_shared<int>(0);
+  std::weak_ptr<int> watch = first;
+  bool first_gone_before_second = false;
+  {
+    coalescing_scope scope;
+    post_coalesced(io, [first = std::move(first)] { ++*first; });
+    post_coalesced(io, [&] { first_gone_before_second = watch.expired(); });
+  }
+  io.run();
+  EXPECT_TRUE(first_gone_before_second);
 }
 
 TEST(CoalescedPostTest, ScopesOnOtherThreadsDoNotHoldBackThisThreadsPosts) {
