@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Writes docs/BENCHMARKS.md (to stdout) from the figures scripts/bench measured.
-#   report.sh WORKDIR MACHINE VERSIONS LOADAVG QUICK < figures.tsv   (name<TAB>value lines)
+#   report.sh WORKDIR MACHINE VERSIONS LOADAVG QUICK COMMAND < figures.tsv   (name<TAB>value lines)
 set -euo pipefail
-machine="$2" versions="$3" load="$4" quick="$5"
+machine="$2" versions="$3" load="$4" quick="$5" command_line="$6"
 declare -A F
 while IFS=$'\t' read -r k v; do F[$k]="$v"; done
 
@@ -61,7 +61,7 @@ a shared machine; the **ratios within one run** are what the targets of issue 4 
 $( [ "$quick" = 1 ] && echo "
 > **This is a --quick run**: short runs, a smoke test of the script, not numbers to keep." )
 
-- Command: \`scripts/bench --build-dir build/bench\` (default: \`scripts/bench\`, which builds with \`scripts/build --preset release\`)
+- Command: \`${command_line}\` (\`scripts/bench\` alone builds with \`scripts/build --preset release\` first; \`--no-build\` uses that build as it is)
 - Machine: $machine
 - Software: $versions; Release build (g++ -O3 via CMake Release)
 - Load average at the end of the run: $load (the machine is shared: builds running beside the

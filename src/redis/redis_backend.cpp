@@ -87,8 +87,7 @@ using redis::guard_until;
 // Whether the I/O thread's polling may pay off: with a call or two outstanding, the next
 // event is a reply or a check that soon follows it, and the caller's thread waits for it.
 // With more, the callers' threads have work, and the core a polling thread would take from
-// them is worth more than the wake-up it saves: sluice_bench_redis --mode async at 50
-// callers made 157-169k decisions/s so, against 143-150k polling whatever the load.
+// them is worth more than the wake-up it saves (on a 2-core machine Redis has the other).
 bool lightly_loaded(const io_core& core) {
   constexpr std::size_t few = 2;
   return core.batcher->accepted() <= few && core.conn->pending() <= few;
