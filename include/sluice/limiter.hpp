@@ -37,19 +37,22 @@ struct is_io_context_executor<boost::asio::io_context::basic_executor_type<Alloc
     : std::true_type {};
 
 /// Posts a check's completion `f` to `ex`. When `ex` is an io_context's executor (also
-/// inside an any_io_executor), `f` is coalesced with the other completions for that
-/// io_context that the same Redis reply brings (coalesced_post.hpp); otherwise, a thread
-/// pool's or a strand's executor for instance, it is posted on its own.
+/// inside an any_io_executor) and a backend is completing many checks at once on this
+/// thread, `f` is coalesced with the other completions for that io_context
+/// (coalesced_post.hpp); otherwise (a lone completion, a thread pool's or a strand's
+/// executor) it is posted on its own, with no type erasure on the way.
 template <class Executor, class F>
 void post_completion(const Executor& ex, F&& f) {
+  boost::asio::io_context* ctx = nullptr;
   if constexpr (is_io_context_executor<Executor>::value) {
-    post_coalesced(ex.context(), std::function<void()>(std::forward<F>(f)));
+    ctx = &ex.context();
   } else if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>) {
     if (const auto* io_ex = ex.template target<boost::asio::io_context::executor_type>()) {
-      post_coalesced(io_ex->context(), std::function<void()>(std::forward<F>(f)));
-    } else {
-      boost::asio::post(ex, std::forward<F>(f));
+      ctx = &io_ex->context();
     }
+  }
+  if (ctx != nullptr && coalescing_open()) {
+    post_coalesced(*ctx, std::function<void()>(std::forward<F>(f)));
   } else {
     boost::asio::post(ex, std::forward<F>(f));
   }

@@ -76,6 +76,8 @@ void post_coalesced(asio::io_context& ctx, std::function<void()> fn) {
   d.groups.back().fns.push_back(std::move(fn));
 }
 
+bool coalescing_open() noexcept { return tls_deferred.depth > 0; }
+
 coalescing_scope::coalescing_scope() noexcept { ++tls_deferred.depth; }
 
 coalescing_scope::~coalescing_scope() {

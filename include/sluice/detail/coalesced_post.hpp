@@ -16,9 +16,12 @@ namespace sluice::detail {
 /// end posts them as one operation; `ctx` keeps outstanding work until then.
 void post_coalesced(boost::asio::io_context& ctx, std::function<void()> fn);
 
+/// Whether a coalescing_scope is open on this thread (post_coalesced() would hold back).
+bool coalescing_open() noexcept;
+
 /// Coalesces post_coalesced() calls made on this thread while it is alive. Nests: the
-/// outermost scope posts. If one completion of an operation throws, the ones after it are
-/// posted again before the exception leaves the io_context's run(). Open one only around
+/// outermost scope posts. If one completion of an operation throws, or stops the
+/// io_context, the ones after it are posted again (so none is lost). Open one only around
 /// code of the library's own: a handler that waited, inside it, for a completion it
 /// deferred would wait for ever.
 class coalescing_scope {
