@@ -1,5 +1,8 @@
 #include "app.hpp"
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <csignal>
 #include <iostream>
 #include <memory>
@@ -27,6 +30,43 @@ class worker_context : public boost::asio::io_context {
   worker_context() : io_context(1) {}
   using execution_context::shutdown;
 };
+
+// Runs `io` until it is stopped. An exception out of a handler (a bug: the server and the
+// service catch their own) would end the thread, and every connection on it would hang:
+// count it and run on. Asio allows run() again right after a handler threw.
+void run_guarded(boost::asio::io_context& io, server& srv) {
+  for (;;) {
+    try {
+      io.run();
+      return;
+    } catch (const std::exception& e) {
+      srv.io_exception(e.what());
+    } catch (...) {
+      srv.io_exception("unknown exception");
+    }
+  }
+}
+
+// Each connection holds a descriptor, and so do the backend's connections, the listener and
+// the log: raise the soft open-file limit (often 1024) towards the hard one so that
+// limits.max_connections can be reached, as nginx's worker_rlimit_nofile does.
+void fit_open_file_limit(std::size_t max_connections) {
+  constexpr rlim_t reserve = 128;
+  const rlim_t want = static_cast<rlim_t>(max_connections) + reserve;
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  if (rl.rlim_cur < want) {
+    rlimit raised = rl;
+    raised.rlim_cur = rl.rlim_max == RLIM_INFINITY ? want : std::min(want, rl.rlim_max);
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) rl = raised;
+  }
+  if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+    spdlog::warn(
+        "the open-file limit ({}) is below limits.max_connections ({}) + {}: past about {} "
+        "connections, accepts fail and pause until some close",
+        rl.rlim_cur, max_connections, reserve, rl.rlim_cur > reserve ? rl.rlim_cur - reserve : 0);
+  }
+}
 
 }  // namespace
 
@@ -135,6 +175,7 @@ int run(app_options opts) {
     return 1;
   }
   const auto& cfg = svc->current()->cfg;
+  fit_open_file_limit(cfg.limits.max_connections);
   auto srv = std::make_shared<server>(ioc, *svc, workers);
   asio::ip::tcp::endpoint bound;
   try {
@@ -186,8 +227,10 @@ int run(app_options opts) {
   std::vector<asio::executor_work_guard<asio::io_context::executor_type>> keep_running;
   for (auto& c : iocs) keep_running.push_back(asio::make_work_guard(*c));
   std::vector<std::thread> pool;
-  for (unsigned i = 1; i < threads; ++i) pool.emplace_back([c = iocs[i].get()] { c->run(); });
-  ioc.run();
+  for (unsigned i = 1; i < threads; ++i) {
+    pool.emplace_back([c = iocs[i].get(), &srv] { run_guarded(*c, *srv); });
+  }
+  run_guarded(ioc, *srv);
   for (auto& t : pool) t.join();
   // Handlers still queued (after a forced stop) hold runtimes, and a runtime holds the
   // backends of every thread, whose connections live on these io_contexts: destroy the

@@ -345,7 +345,8 @@ config parse_root(const reader& r, const YAML::Node& root) {
   if (auto n = root["limits"]) {
     r.expect_map(n, "limits");
     r.only_keys(n, "limits",
-                {"max_body_bytes", "max_header_bytes", "idle_timeout_ms", "shutdown_timeout_ms"});
+                {"max_body_bytes", "max_header_bytes", "idle_timeout_ms", "request_head_timeout_ms",
+                 "shutdown_timeout_ms", "max_connections"});
     if (auto v = n["max_body_bytes"]) {
       c.limits.max_body_bytes = r.integer<std::size_t>(v, "limits.max_body_bytes", 64, 1 << 20);
     }
@@ -356,6 +357,13 @@ config parse_root(const reader& r, const YAML::Node& root) {
     if (auto v = n["idle_timeout_ms"]) {
       c.limits.idle_timeout =
           std::chrono::milliseconds{r.integer<int>(v, "limits.idle_timeout_ms", 100, 3'600'000)};
+    }
+    if (auto v = n["request_head_timeout_ms"]) {
+      c.limits.request_head_timeout = std::chrono::milliseconds{
+          r.integer<int>(v, "limits.request_head_timeout_ms", 100, 3'600'000)};
+    }
+    if (auto v = n["max_connections"]) {
+      c.limits.max_connections = r.integer<std::size_t>(v, "limits.max_connections", 1, 1'000'000);
     }
     if (auto v = n["shutdown_timeout_ms"]) {
       c.limits.shutdown_timeout =

@@ -17,11 +17,21 @@
 
 namespace sluice::daemon {
 
-/// Request-size limits and timeouts of the HTTP server.
+/// Request-size limits, timeouts and connection bounds of the HTTP server: what one client
+/// can hold of the daemon, whatever it sends.
 struct limits_config {
   std::size_t max_body_bytes = 8 * 1024;
   std::size_t max_header_bytes = 8 * 1024;
-  std::chrono::milliseconds idle_timeout{30'000};      ///< keep-alive idle and per-read timeout
+  /// How long a connection may wait for the first byte of its next request (keep-alive), and
+  /// for its response to be taken (a write).
+  std::chrono::milliseconds idle_timeout{30'000};
+  /// From a request's first byte to the end of its head (request line and headers), and
+  /// again from there to the end of its body: a client that trickles bytes is closed then.
+  std::chrono::milliseconds request_head_timeout{10'000};
+  /// Open connections at most, all clients together; one more is closed as soon as it is
+  /// accepted (counted, logged once per burst) and the open ones are served as before.
+  /// sluiced raises its open-file limit to fit this when the system allows.
+  std::size_t max_connections = 4096;
   std::chrono::milliseconds shutdown_timeout{10'000};  ///< SIGTERM drain deadline
 };
 

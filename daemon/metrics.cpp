@@ -71,6 +71,10 @@ struct metrics::families {
   prometheus::Family<prometheus::Histogram>& request_latency;
   prometheus::Family<prometheus::Counter>& reloads;
   prometheus::Family<prometheus::Gauge>& backend_up;
+  prometheus::Family<prometheus::Gauge>& connections_open;
+  prometheus::Family<prometheus::Counter>& connections_rejected;
+  prometheus::Family<prometheus::Counter>& read_timeouts;
+  prometheus::Family<prometheus::Counter>& internal_errors;
   // Latencies from 100 us (memory, local Redis) to 2.5 s (far beyond any sane timeout).
   const prometheus::Histogram::BucketBoundaries buckets{
       0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
@@ -116,12 +120,34 @@ metrics::metrics() : registry_(std::make_shared<prometheus::Registry>()) {
           .Name("sluice_backend_up")
           .Help("1 when the last readiness probe reached the backend, else 0")
           .Register(r),
+      prometheus::BuildGauge()
+          .Name("sluice_connections_open")
+          .Help("HTTP connections open now")
+          .Register(r),
+      prometheus::BuildCounter()
+          .Name("sluice_connections_rejected_total")
+          .Help("Connections closed on accept because limits.max_connections were open")
+          .Register(r),
+      prometheus::BuildCounter()
+          .Name("sluice_request_read_timeouts_total")
+          .Help("Connections closed because a request head or body did not arrive in time")
+          .Register(r),
+      prometheus::BuildCounter()
+          .Name("sluice_internal_errors_total")
+          .Help("Exceptions caught while serving (a bug): request answered 500, io closed")
+          .Register(r),
   });
   // Present from the start, so dashboards see zeros rather than nothing.
   f_->backend_latency_series = &f_->backend_latency.Add({}, f_->buckets);
   f_->reloads.Add({{"result", "success"}});
   f_->reloads.Add({{"result", "failure"}});
   f_->backend_up.Add({}).Set(1);
+  f_->connections_open.Add({});
+  f_->connections_rejected.Add({{"reason", "max_connections"}});
+  f_->read_timeouts.Add({{"phase", "head"}});
+  f_->read_timeouts.Add({{"phase", "body"}});
+  f_->internal_errors.Add({{"where", "request"}});
+  f_->internal_errors.Add({{"where", "io"}});
 }
 
 metrics::~metrics() = default;
@@ -199,6 +225,22 @@ void metrics::reload(bool ok) {
 }
 
 void metrics::backend_up(bool up) { f_->backend_up.Add({}).Set(up ? 1 : 0); }
+
+void metrics::connection_opened() { f_->connections_open.Add({}).Increment(); }
+
+void metrics::connection_closed() { f_->connections_open.Add({}).Decrement(); }
+
+void metrics::connection_rejected() {
+  f_->connections_rejected.Add({{"reason", "max_connections"}}).Increment();
+}
+
+void metrics::read_timeout(std::string_view phase) {
+  f_->read_timeouts.Add({{"phase", std::string(phase)}}).Increment();
+}
+
+void metrics::internal_error(std::string_view where) {
+  f_->internal_errors.Add({{"where", std::string(where)}}).Increment();
+}
 
 std::string metrics::serialize() const {
   prometheus::TextSerializer s;

@@ -40,6 +40,17 @@ class metrics {
   void reload(bool ok);
   /// Whether the last readiness probe reached the backend.
   void backend_up(bool up);
+  /// A connection accepted and served / ended (the `sluice_connections_open` gauge).
+  void connection_opened();
+  void connection_closed();
+  /// A connection closed at once because `limits.max_connections` were open.
+  void connection_rejected();
+  /// A connection closed because a request's `phase` (`head` or `body`) did not arrive in
+  /// time (`limits.request_head_timeout_ms`).
+  void read_timeout(std::string_view phase);
+  /// An exception caught while serving (`where`: `request` answered 500, `io` in the
+  /// server's own code, the connection closed): a bug, never input the daemon rejects.
+  void internal_error(std::string_view where);
 
   /// The text exposition format (version 0.0.4).
   std::string serialize() const;

@@ -4,6 +4,27 @@
 #include <cassert>
 
 namespace sluice::daemon {
+namespace {
+
+// RFC 9110 5.5: a field value is visible characters, SP and HTAB (bytes >= 0x80 are
+// obs-text, allowed). A CR or LF would end the field and let the rest pose as headers or a
+// body (response splitting); NUL and other controls are refused by many clients.
+bool is_field_value_byte(char ch) noexcept {
+  const auto c = static_cast<unsigned char>(ch);
+  return c == '\t' || (c >= 0x20 && c != 0x7F);
+}
+
+// Appends a field value with every byte that may not appear in one replaced by a space.
+// Sluice's own values never need it; a value derived from a request might.
+void append_field_value(std::string& out, std::string_view value) {
+  const auto start = out.size();
+  out.append(value.data(), value.size());
+  for (auto i = start; i < out.size(); ++i) {
+    if (!is_field_value_byte(out[i])) out[i] = ' ';
+  }
+}
+
+}  // namespace
 
 void append_wire_response(const http_response& res, std::string& out) {
   assert(!res.chunked() && "sluiced sends every body with a Content-Length");
@@ -35,7 +56,7 @@ void append_wire_response(const http_response& res, std::string& out) {
     const auto value = f.value();
     out.append(name.data(), name.size());
     out.append(": ");
-    out.append(value.data(), value.size());
+    append_field_value(out, std::string_view(value.data(), value.size()));
     out.append("\r\n");
   }
   out.append("\r\n");

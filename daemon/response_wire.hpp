@@ -12,6 +12,8 @@ namespace sluice::daemon {
 /// Appends `res` as HTTP/1.x to `out`: the status line, every field in order, the blank
 /// line and the body, byte for byte what Beast's serializer writes for it. The caller sets
 /// Content-Length (prepare_payload()); a chunked response is not supported (none is produced).
+/// A field value byte that RFC 9110 does not allow there (CR, LF, NUL, other controls but
+/// HTAB) is written as a space: no value can split the response, wherever it came from.
 void append_wire_response(const http_response& res, std::string& out);
 
 }  // namespace sluice::daemon

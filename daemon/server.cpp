@@ -38,8 +38,12 @@ class session : public std::enable_shared_from_this<session> {
     beast::error_code ec;
     auto ep = stream_.socket().remote_endpoint(ec);
     if (!ec) peer_ = ep.address().to_string();
+    server_->svc().stats().connection_opened();
   }
-  ~session() { server_->session_ended(); }
+  ~session() {
+    server_->svc().stats().connection_closed();
+    server_->session_ended();
+  }
 
   void run() {
     asio::dispatch(stream_.get_executor(),
@@ -55,13 +59,33 @@ class session : public std::enable_shared_from_this<session> {
   }
 
  private:
+  enum class phase { idle, head, body };
+
+  // Waiting for a request has two deadlines: idle_timeout for its first byte (a keep-alive
+  // connection may rest that long), then request_head_timeout for the rest of its head, and
+  // once more for its body. A client that opens connections and trickles bytes into them
+  // cannot hold them longer than that, whatever the idle timeout is.
   void do_read() {
     if (server_->draining()) return close();
     limits_ = server_->svc().current()->cfg.limits;
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(limits_.max_header_bytes));
     parser_->body_limit(limits_.max_body_bytes);
+    if (buffer_.size() > 0) return read_head();  // pipelined: the next request has begun
+    phase_ = phase::idle;
     stream_.expires_after(limits_.idle_timeout);
+    stream_.async_read_some(buffer_.prepare(first_read_size),
+                            [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                              // Closed, reset or idle too long: nothing to answer.
+                              if (ec) return self->close();
+                              self->buffer_.commit(n);
+                              self->read_head();
+                            });
+  }
+
+  void read_head() {
+    phase_ = phase::head;
+    stream_.expires_after(limits_.request_head_timeout);
     bhttp::async_read_header(stream_, buffer_, *parser_,
                              beast::bind_front_handler(&session::on_header, shared_from_this()));
   }
@@ -87,6 +111,8 @@ class session : public std::enable_shared_from_this<session> {
   }
 
   void read_body() {
+    phase_ = phase::body;
+    stream_.expires_after(limits_.request_head_timeout);
     bhttp::async_read(stream_, buffer_, *parser_,
                       beast::bind_front_handler(&session::on_read, shared_from_this()));
   }
@@ -103,6 +129,10 @@ class session : public std::enable_shared_from_this<session> {
       return reject(413, "body_too_large",
                     "the body exceeds " + std::to_string(limits_.max_body_bytes) + " bytes",
                     service::endpoint_of(std::string_view(target.data(), target.size())));
+    }
+    if (ec == beast::error::timeout && phase_ != phase::idle) {
+      server_->read_timed_out(phase_ == phase::head ? "head" : "body", peer_);
+      return close();
     }
     if (ec) {
       // A malformed request gets an answer; a closed, reset or idle connection does not.
@@ -133,7 +163,18 @@ class session : public std::enable_shared_from_this<session> {
     write(std::move(res));
   }
 
-  void write(http_response res) {
+  // Never throws: it is the service's `done`. A response that cannot be written (no memory)
+  // closes the connection instead.
+  void write(http_response res) noexcept {
+    try {
+      start_write(std::move(res));
+    } catch (const std::exception& e) {
+      server_->io_exception(e.what());
+      close();
+    }
+  }
+
+  void start_write(http_response res) {
     assert(!writing_ && "one response at a time: out_ is the write's buffer");
     res.keep_alive(keep_alive_ && !server_->draining());
     // A HEAD answer carries its GET answer's Content-Length without the body: sizing the
@@ -196,6 +237,8 @@ class session : public std::enable_shared_from_this<session> {
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   limits_config limits_;
+  static constexpr std::size_t first_read_size = 4096;
+  phase phase_ = phase::idle;
   bool busy_ = false;
   bool writing_ = false;  // an async_write of out_ is in flight
   bool keep_alive_ = true;
@@ -245,11 +288,55 @@ void server::do_accept() {
           spdlog::info("accept: working again after {} failed attempts",
                        std::exchange(self->accept_errors_, 0));
         }
-        auto sess = std::make_shared<session>(std::move(s), self);
-        self->session_started(sess);
-        sess->run();
+        // Whatever happens to this connection, the acceptor goes on accepting.
+        try {
+          self->serve(std::move(s));
+        } catch (const std::exception& e) {
+          self->io_exception(e.what());
+        }
         self->do_accept();
       });
+}
+
+void server::serve(worker_socket s) {
+  const auto max = svc_.current()->cfg.limits.max_connections;
+  if (open_connections() >= max) {
+    svc_.stats().connection_rejected();
+    if (const auto n = rejected_log_.admit()) {
+      spdlog::warn("limits.max_connections ({}) reached: closing new connections ({} so far)", max,
+                   n);
+    }
+    beast::error_code ignored;
+    s.close(ignored);
+    return;
+  }
+  auto sess = std::make_shared<session>(std::move(s), shared_from_this());
+  session_started(sess);
+  sess->run();
+}
+
+std::size_t server::open_connections() {
+  std::lock_guard lock(mu_);
+  return live_;
+}
+
+void server::read_timed_out(std::string_view phase, const std::string& peer) {
+  svc_.stats().read_timeout(phase);
+  if (const auto n = timeout_log_.admit()) {
+    spdlog::info("closed a connection from {}: request {} not received in time ({} so far)", peer,
+                 phase, n);
+  }
+}
+
+void server::io_exception(const char* what) noexcept {
+  try {
+    svc_.stats().internal_error("io");
+    if (const auto n = io_error_log_.admit()) {
+      spdlog::error("internal error in the server: {}; connection closed ({} in this burst)", what,
+                    n);
+    }
+  } catch (...) {
+  }
 }
 
 void server::session_started(const std::shared_ptr<session>& s) {

@@ -9,6 +9,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -17,6 +19,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "log_throttle.hpp"
 #include "service.hpp"
 
 namespace sluice::daemon {
@@ -51,9 +54,18 @@ class server : public std::enable_shared_from_this<server> {
   // Session bookkeeping (used by session).
   void session_started(const std::shared_ptr<session>& s);
   void session_ended();
+  /// Counts and logs (once per burst) a connection closed because its request `phase`
+  /// (`head` or `body`) did not arrive within limits.request_head_timeout.
+  void read_timed_out(std::string_view phase, const std::string& peer);
+  /// Counts and logs (once per burst) an exception caught in the server's own code (a bug):
+  /// the connection it belonged to is closed, the others go on.
+  void io_exception(const char* what) noexcept;
 
  private:
   void do_accept();
+  /// Starts a session for `s`, or closes it at once when limits.max_connections are open.
+  void serve(worker_socket s);
+  std::size_t open_connections();
   worker_executor next_session_executor();
   void finish_drain();
 
@@ -71,6 +83,9 @@ class server : public std::enable_shared_from_this<server> {
   std::vector<std::weak_ptr<session>> sessions_;
   std::size_t live_ = 0;
   std::function<void()> drained_;
+  log_throttle rejected_log_;
+  log_throttle timeout_log_;
+  log_throttle io_error_log_;
   std::unique_ptr<boost::asio::steady_timer> deadline_;
 };
 

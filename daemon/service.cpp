@@ -2,6 +2,7 @@
 
 #include "check_request.hpp"
 
+#include <atomic>
 #include <cassert>
 #include <charconv>
 #include <string>
@@ -54,6 +55,12 @@ http_response plain(unsigned status, std::string body, std::string_view type, un
   res.set(bhttp::field::cache_control, "no-store");
   res.body() = std::move(body);
   return res;
+}
+
+// JSON text and a newline. Strings that came from a request (a target in a 404's detail)
+// may hold bytes that are not UTF-8: they become U+FFFD instead of throwing (dump()'s default).
+std::string json_text(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 void add_headers(http_response& res, const std::vector<http::header_field>& fields) {
@@ -216,35 +223,84 @@ http_response service::problem_response(unsigned status, std::string_view error,
   j["status"] = status;
   j["detail"] = std::string(detail);
   j["error"] = std::string(error);
-  return plain(status, j.dump() + "\n", http::problem_content_type, version);
+  return plain(status, json_text(j), http::problem_content_type, version);
+}
+
+struct service::pending {
+  pending(service* s, done_handler d, steady::time_point t, std::string_view e, unsigned v, bool h)
+      : svc(s), done(std::move(d)), start(t), endpoint(e), version(v), head(h) {}
+  service* svc;
+  done_handler done;
+  steady::time_point start;
+  std::string_view endpoint;
+  unsigned version;
+  bool head;
+  std::atomic<bool> answered{false};
+};
+
+void service::responder::operator()(http_response res) const {
+  auto& p = *p_;
+  if (p.answered.load(std::memory_order_relaxed)) return;
+  res.version(p.version);
+  if (p.head) {
+    // The GET response's headers, Content-Length included, without its body.
+    const auto n = res.body().size();
+    res.body().clear();
+    res.content_length(n);
+  }
+  p.svc->metrics_.request(p.endpoint, res.result_int(), steady::now() - p.start);
+  if (p.answered.exchange(true)) return;
+  p.done(std::move(res));
+}
+
+void service::responder::fail(const char* what) const noexcept {
+  auto& p = *p_;
+  try {
+    p.svc->metrics_.internal_error("request");
+    if (const auto n = p.svc->internal_errors_log_.admit()) {
+      spdlog::error("internal error while answering a request to {}: {} ({} in this burst)",
+                    p.endpoint, what, n);
+    }
+    if (!p.answered.load()) {
+      (*this)(problem_response(500, "internal_error",
+                               "the request could not be answered; it has been logged", p.version));
+    }
+  } catch (...) {
+    // Out of memory, most likely: the connection closes when `done` is destroyed unanswered.
+  }
 }
 
 void service::handle(http_request req, std::string peer, boost::asio::any_io_executor ex,
-                     done_handler done) {
-  const auto start = steady::now();
-  const auto endpoint = endpoint_of(sv(req.target()));
+                     done_handler done) noexcept {
+  std::shared_ptr<pending> p;
+  try {
+    const auto target = sv(req.target());
+    p = std::make_shared<pending>(this, std::move(done), steady::now(), endpoint_of(target),
+                                  req.version(), req.method() == bhttp::verb::head);
+  } catch (...) {
+    return;  // no memory for the request's state: `done` is destroyed unanswered
+  }
+  const responder respond(std::move(p));
+  try {
+    route(req, peer, std::move(ex), respond);
+  } catch (const std::exception& e) {
+    respond.fail(e.what());
+  } catch (...) {
+    respond.fail("unknown exception");
+  }
+}
+
+void service::route(const http_request& req, const std::string& peer,
+                    boost::asio::any_io_executor ex, const responder& finish) {
   const auto version = req.version();
   const auto method = req.method();
-  const bool head = method == bhttp::verb::head;
-  // Every response passes here: stamp the version and count it.
-  auto finish = [this, start, endpoint = endpoint, version, head,
-                 done = std::move(done)](http_response res) {
-    res.version(version);
-    if (head) {
-      // The GET response's headers, Content-Length included, without its body.
-      const auto n = res.body().size();
-      res.body().clear();
-      res.content_length(n);
-    }
-    metrics_.request(endpoint, res.result_int(), steady::now() - start);
-    done(std::move(res));
-  };
+  const auto endpoint = endpoint_of(sv(req.target()));
   spdlog::debug("{} {} from {}", sv(req.method_string()), sv(req.target()), peer);
   auto rt = current();
-  const bool get = method == bhttp::verb::get || head;
+  const bool get = method == bhttp::verb::get || method == bhttp::verb::head;
 
-  if (endpoint == "check") return handle_check(req, std::move(rt), ex, std::move(finish));
-  if (endpoint == "auth") return handle_auth(req, peer, std::move(rt), ex, std::move(finish));
+  if (endpoint == "check") return handle_check(req, std::move(rt), ex, finish);
+  if (endpoint == "auth") return handle_auth(req, peer, std::move(rt), ex, finish);
   if (endpoint == "other") {
     return finish(problem_response(
         404, "not_found", "no such endpoint: " + std::string(path_of(sv(req.target()))), version));
@@ -260,11 +316,11 @@ void service::handle(http_request req, std::string peer, boost::asio::any_io_exe
     return finish(
         plain(200, metrics_.serialize(), "text/plain; version=0.0.4; charset=utf-8", version));
   }
-  return handle_ready(req, std::move(rt), ex, std::move(finish));
+  return handle_ready(req, std::move(rt), ex, finish);
 }
 
 void service::handle_check(const http_request& req, std::shared_ptr<const runtime> rt,
-                           boost::asio::any_io_executor ex, done_handler done) {
+                           boost::asio::any_io_executor ex, const responder& done) {
   const auto version = req.version();
   auto bad = [&](unsigned status, std::string_view code, const std::string& detail) {
     done(problem_response(status, code, detail, version));
@@ -322,8 +378,8 @@ void service::handle_check(const http_request& req, std::shared_ptr<const runtim
       limiter_key, *p, cost,
       boost::asio::bind_executor(ex, [this, rt = std::move(rt),  // keeps *p alive
                                       policy_name = std::move(policy_name), p, start, version,
-                                      done = std::move(done)](std::error_code ec, decision d) {
-        done(check_response(policy_name, *p, start, version, ec, d));
+                                      done](std::error_code ec, decision d) {
+        done.answer([&] { return check_response(policy_name, *p, start, version, ec, d); });
       }));
 }
 
@@ -346,7 +402,7 @@ http_response service::check_response(const std::string& policy_name, const poli
 
 void service::handle_auth(const http_request& req, const std::string& peer,
                           std::shared_ptr<const runtime> rt, boost::asio::any_io_executor ex,
-                          done_handler done) {
+                          const responder& done) {
   const auto version = req.version();
   // Headers of the auth request itself; repeated fields joined in order (RFC 9110 5.3).
   auto lookup = [&req](std::string_view name) -> std::optional<std::string> {
@@ -401,13 +457,15 @@ void service::handle_auth(const http_request& req, const std::string& peer,
         auth_response(*rt, start, version, deny_status, facts.method, facts.path, std::move(e)));
   }
   // async_evaluate reads the headers before it returns, so `lookup` may refer to `req`.
-  http::async_evaluate(
-      rt->limiter_here(), rt->rules, facts,
-      boost::asio::bind_executor(
-          ex, [this, rt, start, version, deny_status, done = std::move(done), method = facts.method,
-               path = facts.path](http::evaluation e) {
-            done(auth_response(*rt, start, version, deny_status, method, path, std::move(e)));
-          }));
+  http::async_evaluate(rt->limiter_here(), rt->rules, facts,
+                       boost::asio::bind_executor(
+                           ex, [this, rt, start, version, deny_status, done, method = facts.method,
+                                path = facts.path](http::evaluation e) {
+                             done.answer([&] {
+                               return auth_response(*rt, start, version, deny_status, method, path,
+                                                    std::move(e));
+                             });
+                           }));
 }
 
 http_response service::auth_response(const runtime& rt, std::chrono::steady_clock::time_point start,
@@ -446,7 +504,7 @@ http_response service::auth_response(const runtime& rt, std::chrono::steady_cloc
 }
 
 void service::handle_ready(const http_request& req, std::shared_ptr<const runtime> rt,
-                           boost::asio::any_io_executor ex, done_handler done) {
+                           boost::asio::any_io_executor ex, const responder& done) {
   const auto version = req.version();
   if (rt->memory_backend) {
     metrics_.backend_up(true);
@@ -472,14 +530,18 @@ void service::handle_ready(const http_request& req, std::shared_ptr<const runtim
             ex, [this, rt, version, state, done](std::error_code, decision d) {
               state->all_up = state->all_up && !d.degraded;
               if (--state->left > 0) return;
-              const bool up = state->all_up;
-              metrics_.backend_up(up);
-              const bool ready = up || rt->cfg.on_backend_failure != failure_mode::closed;
-              json j;
-              j["status"] = ready ? "ready" : "not ready";
-              j["backend"] = up ? "up" : "unreachable";
-              if (!up) j["on_backend_failure"] = std::string(to_string(rt->cfg.on_backend_failure));
-              done(plain(ready ? 200 : 503, j.dump() + "\n", "application/json", version));
+              done.answer([&] {
+                const bool up = state->all_up;
+                metrics_.backend_up(up);
+                const bool ready = up || rt->cfg.on_backend_failure != failure_mode::closed;
+                json j;
+                j["status"] = ready ? "ready" : "not ready";
+                j["backend"] = up ? "up" : "unreachable";
+                if (!up) {
+                  j["on_backend_failure"] = std::string(to_string(rt->cfg.on_backend_failure));
+                }
+                return plain(ready ? 200 : 503, json_text(j), "application/json", version);
+              });
             }));
   }
 }

@@ -22,6 +22,7 @@
 #include <sluice/limiter.hpp>
 
 #include "config.hpp"
+#include "log_throttle.hpp"
 #include "metrics.hpp"
 
 namespace sluice::daemon {
@@ -76,10 +77,14 @@ class service {
 
   using done_handler = std::function<void(http_response)>;
 
-  /// Answers `req` from `peer` (an IP address as text). `done` is called exactly once,
-  /// either inline or from `ex` (the connection's strand).
+  /// Answers `req` from `peer` (an IP address as text). `done` is called at most once,
+  /// either inline or from `ex` (the connection's strand), and must not throw. Whatever the
+  /// request holds, nothing escapes: an exception while answering it (a bug) is logged once
+  /// per burst, counted in `sluice_internal_errors_total`, and answered with a 500
+  /// problem+json; when even that cannot be built, `done` is destroyed without being
+  /// called (the connection's session then closes the connection).
   void handle(http_request req, std::string peer, boost::asio::any_io_executor ex,
-              done_handler done);
+              done_handler done) noexcept;
 
   metrics& stats() noexcept { return metrics_; }
 
@@ -92,28 +97,57 @@ class service {
                                         std::string_view detail, unsigned version = 11);
 
  private:
+  struct pending;
+  /// Answers one request exactly once; copies share the request (a completion handler
+  /// holds one). Calls after the first are ignored.
+  class responder {
+   public:
+    explicit responder(std::shared_ptr<pending> p) noexcept : p_(std::move(p)) {}
+    void operator()(http_response res) const;
+    /// Answers with `make()`, or with a 500 when it (or answering) throws. Never throws.
+    template <class Make>
+    void answer(Make&& make) const noexcept {
+      try {
+        (*this)(std::forward<Make>(make)());
+      } catch (const std::exception& e) {
+        fail(e.what());
+      } catch (...) {
+        fail("unknown exception");
+      }
+    }
+    /// For an exception caught while answering: logs (once per burst), counts, and
+    /// answers 500 unless the request was answered already.
+    void fail(const char* what) const noexcept;
+
+   private:
+    std::shared_ptr<pending> p_;
+  };
+
+  void route(const http_request& req, const std::string& peer, boost::asio::any_io_executor ex,
+             const responder& done);
   std::shared_ptr<const runtime> build(config c, const std::shared_ptr<const runtime>& prev) const;
   void handle_check(const http_request& req, std::shared_ptr<const runtime> rt,
-                    boost::asio::any_io_executor ex, done_handler done);
+                    boost::asio::any_io_executor ex, const responder& done);
   /// /v1/check's answer to decision `d` (or error `ec`), with its metrics counted.
   http_response check_response(const std::string& policy_name, const policy& p,
                                std::chrono::steady_clock::time_point start, unsigned version,
                                std::error_code ec, const decision& d);
   void handle_auth(const http_request& req, const std::string& peer,
                    std::shared_ptr<const runtime> rt, boost::asio::any_io_executor ex,
-                   done_handler done);
+                   const responder& done);
   /// The forward-auth answer to evaluation `e`, with its metrics counted (`method` and
   /// `path` are for the shadow rules' debug log).
   http_response auth_response(const runtime& rt, std::chrono::steady_clock::time_point start,
                               unsigned version, unsigned deny_status, std::string_view method,
                               std::string_view path, http::evaluation e);
   void handle_ready(const http_request& req, std::shared_ptr<const runtime> rt,
-                    boost::asio::any_io_executor ex, done_handler done);
+                    boost::asio::any_io_executor ex, const responder& done);
 
   const std::vector<boost::asio::io_context*> workers_;  // before current_: build() uses it
   mutable std::mutex mu_;
   std::shared_ptr<const runtime> current_;
   metrics metrics_;
+  log_throttle internal_errors_log_;
 };
 
 }  // namespace sluice::daemon

@@ -102,6 +102,8 @@ TEST(DaemonConfigTest, DefaultsOfAMinimalConfig) {
   EXPECT_EQ(c.limits.max_header_bytes, 8192u);
   EXPECT_EQ(c.limits.idle_timeout, std::chrono::milliseconds{30'000});
   EXPECT_EQ(c.limits.shutdown_timeout, std::chrono::milliseconds{10'000});
+  EXPECT_EQ(c.limits.request_head_timeout, std::chrono::milliseconds{10'000});
+  EXPECT_EQ(c.limits.max_connections, 4096u);
   EXPECT_TRUE(c.rules.empty());
   EXPECT_EQ(c.policies.at("api").algorithm, algorithm::token_bucket);
   EXPECT_EQ(c.policies.at("api").on_failure, failure_mode::open);
@@ -123,7 +125,8 @@ trusted_proxies: ["::1/128"]
 forwarded_header: forwarded
 ipv6_prefix: 48
 ipv4_prefix: 24
-limits: {max_body_bytes: 1024, max_header_bytes: 2048, idle_timeout_ms: 500, shutdown_timeout_ms: 0}
+limits: {max_body_bytes: 1024, max_header_bytes: 2048, idle_timeout_ms: 500, shutdown_timeout_ms: 0,
+         request_head_timeout_ms: 250, max_connections: 77}
 policies:
   p: {capacity: 3, refill_per_second: 0.5}
 rules:
@@ -151,6 +154,8 @@ rules:
   EXPECT_EQ(c.limits.max_header_bytes, 2048u);
   EXPECT_EQ(c.limits.idle_timeout, std::chrono::milliseconds{500});
   EXPECT_EQ(c.limits.shutdown_timeout, std::chrono::milliseconds{0});
+  EXPECT_EQ(c.limits.request_head_timeout, std::chrono::milliseconds{250});
+  EXPECT_EQ(c.limits.max_connections, 77u);
   ASSERT_EQ(c.rules.size(), 1u);
   EXPECT_EQ(c.rules[0].match.methods, (std::vector<std::string>{"GET", "POST"}));
   EXPECT_EQ(c.rules[0].match.hosts, std::vector<std::string>{"example.com"});
@@ -279,6 +284,11 @@ INSTANTIATE_TEST_SUITE_P(
                  "limits.max_body", "unknown key"},
         bad_case{"BodyLimitTooSmall", std::string(one_policy) + "limits: {max_body_bytes: 1}\n", 3,
                  "limits.max_body_bytes", "64..1048576"},
+        bad_case{"NoConnectionsAllowed", std::string(one_policy) + "limits: {max_connections: 0}\n",
+                 3, "limits.max_connections", "1..1000000"},
+        bad_case{"HeadTimeoutTooShort",
+                 std::string(one_policy) + "limits: {request_head_timeout_ms: 5}\n", 3,
+                 "limits.request_head_timeout_ms", "100..3600000"},
         bad_case{"PoliciesNotAMap", "policies: [a, b]\n", 1, "policies", "mapping"},
         bad_case{"InvalidYaml", std::string(one_policy) + "rules: [ {name: a\n", 4, "",
                  "invalid YAML"},

@@ -78,3 +78,21 @@ TEST(DaemonResponseWire, MatchesBeastForAHeadAnswerAndACustomReason) {
 
 }  // namespace
 }  // namespace sluice::daemon
+
+namespace sluice::daemon {
+namespace {
+
+// Whatever a value holds, it cannot end its field: no response splitting, no NUL.
+TEST(DaemonResponseWire, ControlBytesInAFieldValueBecomeSpaces) {
+  http_response res{boost::beast::http::status::ok, 11};
+  res.set("X-Echo", std::string("a\r\nSet-Cookie: x=1\0\x7f\tb\xff", 23));
+  res.body() = "ok";
+  res.prepare_payload();
+  const auto wire = wire_bytes(res);
+  EXPECT_NE(wire.find(std::string("X-Echo: a  Set-Cookie: x=1  \tb\xff\r\n")), std::string::npos)
+      << wire;
+  EXPECT_EQ(wire.find("\r\nSet-Cookie"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sluice::daemon

@@ -252,3 +252,42 @@ TEST(DaemonServiceReloadTest, ReloadKeepsTheCommandLineOverrides) {
 
 }  // namespace
 }  // namespace sluice::daemon
+
+namespace sluice::daemon {
+namespace {
+
+// Issue 16's reproducer: a target that is not UTF-8 reached a problem body, whose JSON
+// writer threw, and nothing caught it.
+TEST_F(DaemonServiceTest, ATargetThatIsNotUtf8GetsAValidProblemBody) {
+  auto r = call("GET", "/\xff/\xc0\xaf", "127.0.0.1");
+  ASSERT_EQ(r.result_int(), 404u);
+  EXPECT_EQ(r[boost::beast::http::field::content_type], "application/problem+json");
+  const auto j = json::parse(r.body());  // throws on invalid UTF-8
+  EXPECT_EQ(j["status"], 404);
+  EXPECT_EQ(j["detail"], "no such endpoint: /\xef\xbf\xbd/\xef\xbf\xbd\xef\xbf\xbd");
+}
+
+TEST_F(DaemonServiceTest, ForwardedFactsThatAreNotUtf8AreAnswered) {
+  for (const auto* peer : {"10.0.0.1", "127.0.0.1"}) {
+    auto r = call("POST", "/v1/auth/login\xfe", peer,
+                  {{"X-Forwarded-For", "203.0.113.\xff, \x01"},
+                   {"X-Forwarded-Uri", "/login\xff\x80?a=\xc3"},
+                   {"X-Forwarded-Method", "P\xffST"},
+                   {"Forwarded", "for=\"\xff\""}});
+    EXPECT_TRUE(r.result_int() == 200u || r.result_int() == 429u) << r.result_int();
+  }
+  EXPECT_EQ(call("GET", "/healthz", "127.0.0.1").result_int(), 200u);
+}
+
+TEST_F(DaemonServiceTest, EachRequestIsCountedOnce) {
+  call("GET", "/\xff", "127.0.0.1");
+  call("GET", "/healthz", "127.0.0.1");
+  const auto text = call("GET", "/metrics", "127.0.0.1").body();
+  EXPECT_NE(text.find(R"(sluice_http_requests_total{code="404",endpoint="other"} 1)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(R"(sluice_internal_errors_total{where="request"} 0)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sluice::daemon
