@@ -5,8 +5,6 @@
 #include <optional>
 #include <string>
 
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
 #include <sluice/sluice.hpp>
@@ -119,6 +117,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   check->add_option("--key-prefix", a.key_prefix, "Prefix of every Redis key")
       ->capture_default_str();
+  bool verbose = false;
+  check->add_flag("-v,--verbose", verbose,
+                  "Also log what the backend does (connected, failed over) on stderr");
   check->add_option("--repeat", a.repeat, "Decide this many times in one process (one line each)")
       ->check(CLI::Range(1u, 1'000'000u))
       ->capture_default_str();
@@ -135,7 +136,9 @@ int main(int argc, char** argv) {
     app.exit(e);  // prints the message to stderr
     return exit_invalid;
   }
-  // Library logs (e.g. "Redis unreachable") go to stderr so stdout stays one JSON line a check.
-  spdlog::set_default_logger(spdlog::stderr_color_mt("sluice"));
+  // The library's messages go to stderr (stdout is one JSON line a check): warnings and
+  // errors ("Redis unreachable"), and with -v what it does (connected, failed over).
+  sluice::set_log_sink(&sluice::log_to_stderr,
+                       verbose ? sluice::log_level::info : sluice::log_level::warn);
   return run_check(a);
 }

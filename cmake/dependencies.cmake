@@ -3,6 +3,8 @@ find_package(Threads REQUIRED)
 find_package(Boost 1.74 REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(hiredis REQUIRED IMPORTED_TARGET GLOBAL hiredis)
+# {fmt} formats the library's log messages; spdlog is the daemon's logger.
+find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)
 # TLS to Redis (rediss://): boost::asio::ssl on Debian's OpenSSL (libssl-dev).
 find_package(OpenSSL REQUIRED)

@@ -17,6 +17,7 @@
 
 #include <sluice/version.hpp>
 
+#include "safe_log.hpp"
 #include "server.hpp"
 #include "service.hpp"
 
@@ -143,7 +144,7 @@ std::optional<int> parse_command_line(int argc, const char* const* argv, app_opt
 }
 
 int run(app_options opts) {
-  spdlog::set_level(spdlog::level::from_str(opts.cfg.log_level));
+  set_daemon_log_level(spdlog::level::from_str(opts.cfg.log_level));
   const unsigned threads =
       opts.cfg.threads ? opts.cfg.threads : std::max(1u, std::thread::hardware_concurrency());
   // One io_context per thread, each run by that thread alone: a connection's handlers then

@@ -3,6 +3,8 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <sluice/log.hpp>
+
 namespace sluice::daemon {
 namespace {
 
@@ -90,6 +92,39 @@ std::shared_ptr<spdlog::logger> make_daemon_logger(const std::string& name) {
   auto stderr_sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
   auto sink = std::make_shared<escaping_sink>(std::move(stderr_sink));
   return std::make_shared<spdlog::logger>(name, std::move(sink));
+}
+
+void set_daemon_log_level(spdlog::level::level_enum level) {
+  spdlog::set_level(level);
+  auto library = log_level::off;
+  switch (level) {
+    case spdlog::level::trace:
+      library = log_level::trace;
+      break;
+    case spdlog::level::debug:
+      library = log_level::debug;
+      break;
+    case spdlog::level::info:
+      library = log_level::info;
+      break;
+    case spdlog::level::warn:
+      library = log_level::warn;
+      break;
+    case spdlog::level::err:
+    case spdlog::level::critical:
+      library = log_level::error;
+      break;
+    default:
+      break;
+  }
+  set_log_sink(
+      [](log_level l, std::string_view message) {
+        constexpr spdlog::level::level_enum to_spdlog[] = {
+            spdlog::level::trace, spdlog::level::debug, spdlog::level::info,
+            spdlog::level::warn,  spdlog::level::err,   spdlog::level::off};
+        spdlog::log(to_spdlog[static_cast<int>(l)], "{}", message);
+      },
+      library);
 }
 
 }  // namespace sluice::daemon

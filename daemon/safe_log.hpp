@@ -39,4 +39,8 @@ class escaping_sink final : public spdlog::sinks::sink {
 /// The daemon's logger: stderr (colours when it is a terminal), every line escaped.
 std::shared_ptr<spdlog::logger> make_daemon_logger(const std::string& name);
 
+/// Sets the daemon's log level (`trace` .. `off`) for its own lines and for the library's
+/// messages, which go to spdlog's default logger too.
+void set_daemon_log_level(spdlog::level::level_enum level);
+
 }  // namespace sluice::daemon

@@ -1,6 +1,7 @@
 #include "service.hpp"
 
 #include "check_request.hpp"
+#include "safe_log.hpp"
 
 #include <atomic>
 #include <cassert>
@@ -193,7 +194,7 @@ bool service::reload(const std::string& path, const std::function<void(config&)>
     if (c.listen() != prev->cfg.listen() || c.threads != prev->cfg.threads) {
       spdlog::warn("reload: listen and threads take effect only on restart");
     }
-    spdlog::set_level(spdlog::level::from_str(c.log_level));
+    set_daemon_log_level(spdlog::level::from_str(c.log_level));
     apply(std::move(c));
     metrics_.reload(true);
     spdlog::info("reload: applied {}", path);

@@ -5,6 +5,7 @@
 #include <sluice/decision.hpp>
 #include <sluice/error.hpp>
 #include <sluice/limiter.hpp>
+#include <sluice/log.hpp>
 #include <sluice/memory_backend.hpp>
 #include <sluice/policy.hpp>
 #include <sluice/redis_backend.hpp>

@@ -1,6 +1,6 @@
 #include "core/burst_log.hpp"
 
-#include <spdlog/spdlog.h>
+#include "core/log.hpp"
 
 namespace sluice::detail {
 
@@ -28,12 +28,15 @@ void burst_log::failure(std::error_code ec) noexcept {
     total_.store(1, relaxed);
     next_report_ns_.store(now + repeat, relaxed);
     failing_.store(true, std::memory_order_release);
-    spdlog::warn("{}: {}; applying the failure mode (further errors are counted, not logged)",
-                 what_, ec.message());
+    sluice::detail::logf(
+        sluice::log_level::warn,
+        "{}: {}; applying the failure mode (further errors are counted, not logged)", what_,
+        ec.message());
   } else if (now >= next_report_ns_.load(relaxed)) {
     total_.fetch_add(1, relaxed);
-    spdlog::warn("{}: still failing ({}), {} errors since the last report", what_, ec.message(),
-                 suppressed_.exchange(0, relaxed) + 1);
+    sluice::detail::logf(sluice::log_level::warn,
+                         "{}: still failing ({}), {} errors since the last report", what_,
+                         ec.message(), suppressed_.exchange(0, relaxed) + 1);
     next_report_ns_.store(now + repeat, relaxed);
   } else {
     suppressed_.fetch_add(1, relaxed);
@@ -45,8 +48,8 @@ void burst_log::recovered() noexcept {
   std::lock_guard lock(mu_);
   if (!failing_.load(std::memory_order_relaxed)) return;
   failing_.store(false, std::memory_order_relaxed);
-  spdlog::info("{}: answering again after {} failed decisions", what_,
-               total_.load(std::memory_order_relaxed));
+  sluice::detail::logf(sluice::log_level::info, "{}: answering again after {} failed decisions",
+                       what_, total_.load(std::memory_order_relaxed));
 }
 
 }  // namespace sluice::detail

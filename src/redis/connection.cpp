@@ -2,6 +2,7 @@
 
 #include <sluice/detail/coalesced_post.hpp>
 #include <sluice/error.hpp>
+#include "core/log.hpp"
 
 #include <algorithm>
 #include <optional>
@@ -9,7 +10,6 @@
 
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
-#include <spdlog/spdlog.h>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl/error.hpp>
@@ -421,7 +421,8 @@ void connection::up() {
   connect_timer_.cancel();
   attempt_ = 0;
   set_state(state::up);
-  spdlog::info("{}: connected to {}:{}", config_.name, config_.host, config_.port);
+  sluice::detail::logf(sluice::log_level::info, "{}: connected to {}:{}", config_.name,
+                       config_.host, config_.port);
   write_pending();
   arm_deadline_timer();
 }
@@ -434,10 +435,13 @@ void connection::connect_failed(const std::string& why) {
   const state before = current_state();
   if (before != state::down) {
     set_state(state::down);
-    spdlog::warn("{}: cannot connect to {}:{} ({}); failing fast and retrying in the background",
-                 config_.name, config_.host, config_.port, why);
+    sluice::detail::logf(
+        sluice::log_level::warn,
+        "{}: cannot connect to {}:{} ({}); failing fast and retrying in the background",
+        config_.name, config_.host, config_.port, why);
   } else {
-    spdlog::debug("{}: reconnect attempt {} failed: {}", config_.name, attempt_, why);
+    sluice::detail::logf(sluice::log_level::debug, "{}: reconnect attempt {} failed: {}",
+                         config_.name, attempt_, why);
   }
   // Requests that waited for the first connection, and any written during a handshake.
   fail_all(in_flight_, make_error_code(errc::backend_unavailable));
@@ -450,8 +454,9 @@ void connection::lose_connection(std::error_code for_in_flight, const std::strin
   if (current_state() == state::stopped) return;
   reset_socket();
   set_state(state::down);
-  spdlog::warn("{}: connection to {}:{} lost ({}); failing fast while reconnecting", config_.name,
-               config_.host, config_.port, why);
+  sluice::detail::logf(sluice::log_level::warn,
+                       "{}: connection to {}:{} lost ({}); failing fast while reconnecting",
+                       config_.name, config_.host, config_.port, why);
   fail_all(in_flight_, for_in_flight);
   fail_all(unsent_, make_error_code(errc::backend_unavailable));
   schedule_reconnect();

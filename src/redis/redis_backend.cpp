@@ -14,7 +14,6 @@
 #include <type_traits>
 #include <utility>
 
-#include <spdlog/spdlog.h>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -22,6 +21,7 @@
 
 #include "algorithm/token_bucket.hpp"
 #include "core/await_decision.hpp"
+#include "core/log.hpp"
 #include "redis/connection.hpp"
 #include "redis/deadline_guard.hpp"
 #include "redis/decision_batcher.hpp"
@@ -138,7 +138,8 @@ class redis_backend final : public backend {
           run_polling(core->io, poll_for, [&core] { return lightly_loaded(*core); });
           return;
         } catch (const std::exception& e) {
-          spdlog::error("sluice redis: I/O thread: unexpected exception: {}", e.what());
+          sluice::detail::logf(sluice::log_level::error,
+                               "sluice redis: I/O thread: unexpected exception: {}", e.what());
         }
       }
     });

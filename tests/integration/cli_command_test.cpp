@@ -95,6 +95,25 @@ TEST(CliCommandTest, SeparateRunsShareOneRedisBucket) {
   EXPECT_EQ(c.lines[0]["degraded"], false);
 }
 
+// A library user's stdout is data, and a tool that prints a line per call is noise: the
+// library writes nothing unless something is wrong, unless asked.
+TEST(CliCommandTest, QuietOnAHealthyRedisUnlessVerbose) {
+  redis_server redis;
+  const std::vector<std::string> args{"--backend",           redis.url(), "--capacity", "5",
+                                      "--refill-per-second", "1",         "--key",      "quiet"};
+  const auto quiet = sluice_check(args);
+  EXPECT_EQ(quiet.status, 0) << quiet.err;
+  EXPECT_EQ(quiet.lines.size(), 1u);
+  EXPECT_EQ(quiet.err, "");
+  auto verbose_args = args;
+  verbose_args.push_back("-v");
+  const auto verbose = sluice_check(verbose_args);
+  EXPECT_EQ(verbose.status, 0) << verbose.err;
+  EXPECT_EQ(verbose.lines.size(), 1u);
+  EXPECT_NE(verbose.err.find("sluice: info: "), std::string::npos) << verbose.err;
+  EXPECT_NE(verbose.err.find("connected to"), std::string::npos) << verbose.err;
+}
+
 TEST(CliCommandTest, AnUnreachableRedisFollowsTheFailureMode) {
   black_hole_server silent;
   for (const std::string mode : {"open", "closed"}) {

@@ -9,12 +9,12 @@
 #include <thread>
 #include <vector>
 
-#include <spdlog/spdlog.h>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
 #include "core/await_decision.hpp"
+#include "core/log.hpp"
 #include "redis/cluster/cluster_backend.hpp"
 #include "redis/cluster/cluster_client.hpp"
 #include "redis/cluster/key_slot.hpp"
@@ -151,7 +151,8 @@ class cluster_backend final : public redis::cluster::cluster_backend_base {
           core->io.run();
           return;
         } catch (const std::exception& e) {
-          spdlog::error("sluice cluster: I/O thread: unexpected exception: {}", e.what());
+          sluice::detail::logf(sluice::log_level::error,
+                               "sluice cluster: I/O thread: unexpected exception: {}", e.what());
         }
       }
     });

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <utility>
 
-#include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
 
+#include "core/log.hpp"
 #include "redis/cluster/key_slot.hpp"
 #include "redis/scripts.hpp"
 
@@ -262,7 +262,9 @@ void cluster_client::on_reply(const std::shared_ptr<op>& o, const node_address& 
 void cluster_client::retry(const std::shared_ptr<op>& o, const node_address& node, script_call call,
                            bool asking) {
   if (++o->redirects > max_redirects) {
-    spdlog::debug("sluice cluster: giving up on {} after {} redirections", o->key, max_redirects);
+    sluice::detail::logf(sluice::log_level::debug,
+                         "sluice cluster: giving up on {} after {} redirections", o->key,
+                         max_redirects);
     finish(o, make_error_code(errc::backend_unavailable));
     return;
   }
@@ -301,7 +303,8 @@ void cluster_client::finish_all(const std::shared_ptr<op>& o, std::error_code ec
   if (o->timer) o->timer->cancel();
   if (ec && o->multi->kind == multi_kind::refund) {
     refund_failures_.fetch_add(1, std::memory_order_relaxed);
-    spdlog::debug("sluice cluster: refund for {} failed: {}", o->key, ec.message());
+    sluice::detail::logf(sluice::log_level::debug, "sluice cluster: refund for {} failed: {}",
+                         o->key, ec.message());
   }
   auto h = std::move(o->multi->handler);
   h(ec, ec ? std::vector<decision>{} : std::move(ds));
@@ -377,23 +380,23 @@ void cluster_client::refresh_from(std::shared_ptr<std::vector<node_address>> can
   }
   std::string command;
   append_command(command, {"CLUSTER", "SLOTS"});
-  conn->async_exec(std::move(command),
-                   [self = shared_from_this(), candidates, i](std::error_code ec, reply_ptr reply) {
-                     if (!ec && reply) {
-                       std::string why;
-                       auto map = parse_cluster_slots(*reply, (*candidates)[i].host, &why);
-                       if (map && !map->empty()) {
-                         self->install(std::move(*map));
-                         self->refresh_done(true);
-                         return;
-                       }
-                       spdlog::debug("sluice cluster: {} gave no slot map: {}",
-                                     (*candidates)[i].to_string(), map ? "no slots assigned" : why);
-                     }
-                     // Inline refusals (a node known to be down) come straight back here: the
-                     // recursion is as deep as the candidate list, no deeper.
-                     self->refresh_from(candidates, i + 1);
-                   });
+  conn->async_exec(std::move(command), [self = shared_from_this(), candidates, i](
+                                           std::error_code ec, reply_ptr reply) {
+    if (!ec && reply) {
+      std::string why;
+      auto map = parse_cluster_slots(*reply, (*candidates)[i].host, &why);
+      if (map && !map->empty()) {
+        self->install(std::move(*map));
+        self->refresh_done(true);
+        return;
+      }
+      sluice::detail::logf(sluice::log_level::debug, "sluice cluster: {} gave no slot map: {}",
+                           (*candidates)[i].to_string(), map ? "no slots assigned" : why);
+    }
+    // Inline refusals (a node known to be down) come straight back here: the
+    // recursion is as deep as the candidate list, no deeper.
+    self->refresh_from(candidates, i + 1);
+  });
 }
 
 void cluster_client::refresh_done(bool ok) {
@@ -408,7 +411,9 @@ void cluster_client::refresh_done(bool ok) {
   } else {
     if (refresh_failures_.fetch_add(1, std::memory_order_relaxed) == 0 ||
         refresh_backoff_ == std::chrono::milliseconds{0}) {
-      spdlog::warn("sluice cluster: no node answered CLUSTER SLOTS; retrying in the background");
+      sluice::detail::logf(
+          sluice::log_level::warn,
+          "sluice cluster: no node answered CLUSTER SLOTS; retrying in the background");
     }
     refresh_backoff_ = refresh_backoff_.count() == 0
                            ? refresh_min_interval
@@ -444,9 +449,10 @@ void cluster_client::install(slot_map map) {
     routing_ = r;
   }
   if (changed) {
-    spdlog::info("sluice cluster: slot map: {} ranges on {} masters{}", r->map->ranges().size(),
-                 r->map->masters().size(),
-                 r->map->covers_all_slots() ? "" : " (some slots have no master)");
+    sluice::detail::logf(sluice::log_level::info,
+                         "sluice cluster: slot map: {} ranges on {} masters{}",
+                         r->map->ranges().size(), r->map->masters().size(),
+                         r->map->covers_all_slots() ? "" : " (some slots have no master)");
   }
 }
 

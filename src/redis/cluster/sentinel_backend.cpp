@@ -16,12 +16,12 @@
 #include <stdexcept>
 #include <thread>
 
-#include <spdlog/spdlog.h>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "core/log.hpp"
 #include "redis/connection.hpp"
 #include "redis/resp.hpp"
 #include "redis/standalone_backend.hpp"
@@ -144,8 +144,9 @@ class sentinel_core : public std::enable_shared_from_this<sentinel_core> {
       asking_ = false;
       if (!warned_) {
         warned_ = true;
-        spdlog::warn("sluice sentinel: no sentinel knows master \"{}\"; asking again",
-                     url_.master_name);
+        sluice::detail::logf(sluice::log_level::warn,
+                             "sluice sentinel: no sentinel knows master \"{}\"; asking again",
+                             url_.master_name);
       }
       return;
     }
@@ -183,11 +184,13 @@ class sentinel_core : public std::enable_shared_from_this<sentinel_core> {
     try {
       fresh = redis::make_standalone_backend(options_, u, tls_);
     } catch (const std::exception& e) {
-      spdlog::error("sluice sentinel: cannot use master {}:{}: {}", a.host, a.port, e.what());
+      sluice::detail::logf(sluice::log_level::error, "sluice sentinel: cannot use master {}:{}: {}",
+                           a.host, a.port, e.what());
       return;
     }
-    spdlog::info("sluice sentinel: master \"{}\" is {}:{}{}", url_.master_name, a.host, a.port,
-                 master_.port == 0 ? "" : " (failed over)");
+    sluice::detail::logf(sluice::log_level::info, "sluice sentinel: master \"{}\" is {}:{}{}",
+                         url_.master_name, a.host, a.port,
+                         master_.port == 0 ? "" : " (failed over)");
     master_ = a;
     std::shared_ptr<backend> old;
     {
@@ -238,7 +241,8 @@ class sentinel_backend final : public backend {
           core->io.run();
           return;
         } catch (const std::exception& e) {
-          spdlog::error("sluice sentinel: I/O thread: unexpected exception: {}", e.what());
+          sluice::detail::logf(sluice::log_level::error,
+                               "sluice sentinel: I/O thread: unexpected exception: {}", e.what());
         }
       }
     });
