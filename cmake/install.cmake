@@ -1,21 +1,32 @@
-# Installs the library, its headers and a relocatable CMake package, so another project can
-# `find_package(sluice)` and `target_link_libraries(app sluice::sluice)`. The tools install
-# themselves (cli/, daemon/). Included by the top CMakeLists when SLUICE_INSTALL is on.
+# Installs the library's components, their headers and a relocatable CMake package, so another
+# project can `find_package(sluice [COMPONENTS core redis http])` and link `sluice::sluice` (all)
+# or one component. The tools install themselves (cli/, daemon/). Included by the top
+# CMakeLists when SLUICE_INSTALL is on.
 include(CMakePackageConfigHelpers)
 
 set(SLUICE_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/sluice
     CACHE STRING "Where sluiceConfig.cmake is installed, relative to the prefix")
 
+# One export set per component: sluiceConfig.cmake loads only the requested ones, so asking
+# for `core` needs none of the Redis component's dependencies (hiredis, OpenSSL).
+foreach(component IN ITEMS core redis http)
+  install(TARGETS sluice_${component}
+    EXPORT sluice-${component}-targets
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+    RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+    FILE_SET HEADERS DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  install(EXPORT sluice-${component}-targets
+    NAMESPACE sluice::
+    FILE sluice-${component}-targets.cmake
+    DESTINATION ${SLUICE_INSTALL_CMAKEDIR})
+endforeach()
 install(TARGETS sluice
-  EXPORT sluice-targets
-  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+  EXPORT sluice-all-targets
   FILE_SET HEADERS DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-
-install(EXPORT sluice-targets
+install(EXPORT sluice-all-targets
   NAMESPACE sluice::
-  FILE sluiceTargets.cmake
+  FILE sluice-all-targets.cmake
   DESTINATION ${SLUICE_INSTALL_CMAKEDIR})
 
 configure_package_config_file(

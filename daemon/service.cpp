@@ -15,6 +15,7 @@
 #include <boost/beast/http/status.hpp>
 #include <nlohmann/json.hpp>
 
+#include <sluice/backend_url.hpp>
 #include <sluice/error.hpp>
 #include <sluice/http/client_ip.hpp>
 #include <sluice/http/evaluate.hpp>
@@ -70,7 +71,8 @@ void add_headers(http_response& res, const std::vector<http::header_field>& fiel
 
 // redis:// or rediss://: the URLs whose backend can run on the server threads (run_on).
 bool is_standalone_redis(std::string_view url) {
-  return url.starts_with("redis://") || url.starts_with("rediss://");
+  const auto scheme = parse_backend_scheme(url);
+  return scheme && scheme->kind == backend_kind::redis;
 }
 
 bool same_backend(const config& a, const config& b) {

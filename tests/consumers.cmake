@@ -3,6 +3,7 @@
 #   package.install           cmake --install into <build>/tests/package/prefix, check the layout
 #   package.example_consumer  examples/consumer against that prefix (find_package)
 #   package.find_package      tests/cmake/find_package against that prefix
+#   package.core_only         tests/cmake/core_only: sluice::core alone, hiredis and OpenSSL hidden
 #   package.add_subdirectory  tests/cmake/add_subdirectory on this source tree
 # Each configures and builds a real project, so they take seconds to a few minutes (the
 # add_subdirectory one compiles the library again, unoptimised). Not run under sanitizers.
@@ -39,8 +40,10 @@ sluice_consumer_test(example_consumer ${PROJECT_SOURCE_DIR}/examples/consumer
                      -DPREFIX_PATH=${package_prefix} "-DEXPECT=burst admitted, then limited")
 sluice_consumer_test(find_package ${CMAKE_CURRENT_SOURCE_DIR}/cmake/find_package
                      -DPREFIX_PATH=${package_prefix})
+sluice_consumer_test(core_only ${CMAKE_CURRENT_SOURCE_DIR}/cmake/core_only
+                     -DPREFIX_PATH=${package_prefix} "-DEXPECT=burst admitted, then limited")
 sluice_consumer_test(add_subdirectory ${CMAKE_CURRENT_SOURCE_DIR}/cmake/add_subdirectory
                      -DSLUICE_SOURCE_DIR=${PROJECT_SOURCE_DIR})
 set_tests_properties(package.install PROPERTIES LABELS package TIMEOUT 300)
-set_tests_properties(package.example_consumer package.find_package
+set_tests_properties(package.example_consumer package.find_package package.core_only
                      PROPERTIES FIXTURES_REQUIRED sluice_installed)

@@ -1,6 +1,7 @@
 #pragma once
 /// Everything a user of the library needs.
 #include <sluice/backend.hpp>
+#include <sluice/backend_url.hpp>
 #include <sluice/clock.hpp>
 #include <sluice/decision.hpp>
 #include <sluice/error.hpp>

@@ -1,7 +1,5 @@
 #include <sluice/limiter.hpp>
 #include <sluice/memory_backend.hpp>
-#include <sluice/redis_backend.hpp>
-#include <sluice/redis_cluster.hpp>
 
 #include <sluice/error.hpp>
 
@@ -202,19 +200,6 @@ limiter::limiter(std::shared_ptr<backend> primary, std::shared_ptr<backend> fall
 limiter limiter::in_memory() {
   auto mem = make_memory_backend();
   return limiter(mem, mem);
-}
-
-limiter limiter::from_url(std::string_view url) {
-  if (url == "memory") return in_memory();
-  // make_redis_backend takes every Redis URL (standalone, cluster, sentinel, TLS or not).
-  if (url.starts_with("redis://") || url.starts_with("rediss://") || url.starts_with("redis+") ||
-      url.starts_with("rediss+")) {
-    redis_options o;
-    o.url = std::string(url);
-    return limiter(make_redis_backend(std::move(o)));
-  }
-  throw std::invalid_argument("unsupported backend URL (want \"memory\" or redis://...): " +
-                              std::string(url));
 }
 
 decision limiter::check(std::string_view key, const policy& p, std::uint64_t cost,

@@ -4,6 +4,7 @@
 #include <sluice/redis_backend.hpp>
 #include <sluice/redis_cluster.hpp>
 
+#include <sluice/backend_url.hpp>
 #include <sluice/error.hpp>
 
 #include <memory>
@@ -273,9 +274,10 @@ class redis_backend final : public backend {
 
 std::shared_ptr<backend> make_redis_backend(redis_options options) {
   // One entry point for every Redis URL, so the CLI and the daemon take all three.
-  if (options.url.starts_with("redis+cluster://") || options.url.starts_with("rediss+cluster://"))
+  const auto scheme = parse_backend_scheme(options.url);
+  if (scheme && scheme->kind == backend_kind::redis_cluster)
     return make_redis_cluster_backend(std::move(options));
-  if (options.url.starts_with("redis+sentinel://") || options.url.starts_with("rediss+sentinel://"))
+  if (scheme && scheme->kind == backend_kind::redis_sentinel)
     return make_redis_sentinel_backend(std::move(options));
   std::string why;
   const auto url = parse_redis_url(options.url, &why);

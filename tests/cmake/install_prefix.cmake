@@ -11,7 +11,10 @@ endif()
 
 set(expected include/sluice/sluice.hpp include/sluice/version.hpp
              ${LIBDIR}/cmake/sluice/sluiceConfig.cmake ${LIBDIR}/cmake/sluice/sluiceConfigVersion.cmake
-             ${LIBDIR}/cmake/sluice/sluiceTargets.cmake)
+             ${LIBDIR}/cmake/sluice/sluice-core-targets.cmake
+             ${LIBDIR}/cmake/sluice/sluice-redis-targets.cmake
+             ${LIBDIR}/cmake/sluice/sluice-http-targets.cmake
+             ${LIBDIR}/cmake/sluice/sluice-all-targets.cmake)
 foreach(program IN LISTS PROGRAMS)
   list(APPEND expected bin/${program})
 endforeach()
@@ -20,10 +23,12 @@ foreach(f IN LISTS expected)
     message(FATAL_ERROR "${PREFIX}/${f} was not installed")
   endif()
 endforeach()
-file(GLOB libraries ${PREFIX}/${LIBDIR}/libsluice.*)
-if(NOT libraries)
-  message(FATAL_ERROR "no libsluice in ${PREFIX}/${LIBDIR}")
-endif()
+foreach(component IN ITEMS core redis http)
+  file(GLOB libraries ${PREFIX}/${LIBDIR}/libsluice_${component}.*)
+  if(NOT libraries)
+    message(FATAL_ERROR "no libsluice_${component} in ${PREFIX}/${LIBDIR}")
+  endif()
+endforeach()
 # Private headers stay private: the package ships include/sluice/ only.
 file(GLOB_RECURSE stray RELATIVE ${PREFIX}/include ${PREFIX}/include/*)
 list(FILTER stray EXCLUDE REGEX "^sluice/")

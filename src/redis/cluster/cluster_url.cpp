@@ -3,6 +3,8 @@
 // percent-encoding), so the three URL kinds accept exactly the same spellings.
 #include <sluice/redis_cluster.hpp>
 
+#include <sluice/backend_url.hpp>
+
 #include <charconv>
 #include <limits>
 
@@ -113,9 +115,10 @@ std::optional<redis_cluster_url> parse_redis_cluster_url(std::string_view url, s
 }
 
 bool validate_redis_url(std::string_view url, std::string* why) {
-  if (url.starts_with("redis+cluster://") || url.starts_with("rediss+cluster://"))
+  const auto scheme = parse_backend_scheme(url);
+  if (scheme && scheme->kind == backend_kind::redis_cluster)
     return parse_redis_cluster_url(url, why).has_value();
-  if (url.starts_with("redis+sentinel://") || url.starts_with("rediss+sentinel://"))
+  if (scheme && scheme->kind == backend_kind::redis_sentinel)
     return parse_redis_sentinel_url(url, why).has_value();
   return parse_redis_url(url, why).has_value();
 }
