@@ -1,12 +1,15 @@
-# cmake -DNAME=n -DINPUT=file.lua -DOUTPUT=file.cpp -P embed_lua_file.cmake
-file(READ ${INPUT} body)
+# cmake -DNAME=n -DINPUT=file.lua -DPRELUDE=prelude.lua -DOUTPUT=file.cpp -P embed_lua_file.cmake
+# The script is the prelude's text followed by the file's, byte for byte.
+file(READ ${PRELUDE} prelude)
+file(READ ${INPUT} script)
+set(body "${prelude}${script}")
 string(SHA1 sha "${body}")
 string(FIND "${body}" ")sluice_lua\"" clash)
 if(NOT clash EQUAL -1)
   message(FATAL_ERROR "${INPUT} contains the raw-string delimiter )sluice_lua\"")
 endif()
 file(WRITE ${OUTPUT}.tmp
-"// Generated from ${INPUT} by cmake/embed_lua_file.cmake. Do not edit.
+"// Generated from ${PRELUDE} and ${INPUT} by cmake/embed_lua_file.cmake. Do not edit.
 #include \"redis/scripts.hpp\"
 
 namespace sluice::detail {

@@ -1,8 +1,8 @@
 -- Sluice token bucket over a batch: n independent decisions in one call, each exactly as
 -- lua/token_bucket.lua would make it on its own, in KEYS order. The connection coalesces
 -- concurrent checks into one call, so one EVALSHA, one TIME and one MGET serve all of them.
--- KEYS[1..n]   the buckets (strings "level_ut ts_ms"; a missing key is a full bucket); a key
---              may appear more than once: a later item sees what an earlier one wrote
+-- KEYS[1..n]   the buckets (a missing key is a full bucket; the state: lua/prelude.lua); a
+--              key may appear more than once: a later item sees what an earlier one wrote
 -- ARGV[1]      "now" in ms, for tests that replay a history; "" for Redis TIME
 -- ARGV[2..]    runs of items with the same parameters, in KEYS order, each four values:
 --              item count, capacity in micro-tokens (1 token = 1e6 ut), refill rate in
@@ -18,13 +18,7 @@
 -- are formatted as integers ('%d', not the floating-point '%.0f'), and each run's
 -- parameters are converted once.
 local n = #KEYS
-local now
-if ARGV[1] ~= '' then
-  now = tonumber(ARGV[1])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+local now = sluice_now(ARGV[1])
 
 -- MGET answers nil for a key of another type as for a missing one; such a key is told
 -- apart when it is written (SET NX below), or by EXISTS when a cost above the capacity
@@ -46,25 +40,18 @@ for i = 1, n do
   local level, ts = cap, now
   local bad
   if v then
-    local sp = string.find(v, ' ', 1, true)
-    local l = sp and tonumber(string.sub(v, 1, sp - 1))
-    local t = sp and tonumber(string.sub(v, sp + 1))
-    if not (l and t) then
-      bad = redis.error_reply('sluice: malformed bucket state')
+    local l, t = sluice_parse(v)
+    if not l then
+      bad = redis.error_reply(sluice_malformed)
     else
-      level = math.min(cap, l)
-      ts = t
-      if now > ts then
-        level = math.min(cap, level + (now - ts) * rate)
-        ts = now
-      end
+      level, ts = sluice_refill(l, t, cap, rate, now)
     end
   end
   local j = 4 * i
   if not bad and level >= cost then
     level = level - cost
     local reset = math.ceil((cap - level) / rate)
-    local s = string.format('%d %d', level, ts)
+    local s = sluice_format(level, ts)
     local px = string.format('%d', reset)
     if v then
       redis.call('SET', key, s, 'PX', px)

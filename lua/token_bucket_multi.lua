@@ -1,7 +1,7 @@
 -- Sluice token bucket, all-or-nothing over several keys: the items are decided one after
 -- another with the math of lua/token_bucket.lua, and written only if every one allows.
--- KEYS[1..n]   the buckets (strings "level_ut ts_ms"; a missing key is a full bucket); a key
---              may appear more than once: its items then spend from that one bucket, in order
+-- KEYS[1..n]   the buckets (a missing key is a full bucket; the state: lua/prelude.lua); a
+--              key may appear more than once: its items then spend from that one bucket, in order
 -- ARGV[3i-2]   capacity of KEYS[i] in micro-tokens (1 token = 1e6 ut)
 -- ARGV[3i-1]   refill rate of KEYS[i] in micro-tokens per millisecond, >= 1
 -- ARGV[3i]     cost of KEYS[i] in micro-tokens, 1e6..capacity
@@ -13,26 +13,17 @@
 --              0 for an item that would have allowed and exact for a denying one.
 -- The math mirrors token_bucket_decide_all in src/algorithm/token_bucket.cpp; every quantity
 -- stays below 2^53, so Lua's doubles are exact. One GET per distinct key, one SET per key.
+-- A key that holds anything but a bucket state fails the whole call (the error
+-- 'sluice: malformed bucket state', or Redis' WRONGTYPE), before anything is written.
 local n = #KEYS
-local now
-if ARGV[3 * n + 1] then
-  now = tonumber(ARGV[3 * n + 1])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+local now = sluice_now(ARGV[3 * n + 1])
 
 -- A stored state (or false: none) brought up to now, as token_bucket.lua does.
 local function refill(s, cap, rate)
   if not s then
     return cap, now
   end
-  local level, ts = math.min(cap, s[1]), s[2]
-  if now > ts then
-    level = math.min(cap, level + (now - ts) * rate)
-    ts = now
-  end
-  return level, ts
+  return sluice_refill(s[1], s[2], cap, rate, now)
 end
 
 local stored, work, ttl, order, reply = {}, {}, {}, {}, {}
@@ -44,11 +35,11 @@ for i = 1, n do
     local s = false
     local v = redis.call('GET', k)
     if v then
-      local sp = string.find(v, ' ', 1, true)
-      if not sp then
-        return redis.error_reply('sluice: malformed bucket state')
+      local level, ts = sluice_parse(v)
+      if not level then
+        return redis.error_reply(sluice_malformed)
       end
-      s = {tonumber(string.sub(v, 1, sp - 1)), tonumber(string.sub(v, sp + 1))}
+      s = {level, ts}
     end
     stored[k] = s
     work[k] = s
@@ -70,8 +61,7 @@ end
 
 if all then
   for _, k in ipairs(order) do
-    redis.call('SET', k, string.format('%d %d', work[k][1], work[k][2]), 'PX',
-               string.format('%d', ttl[k]))
+    redis.call('SET', k, sluice_format(work[k][1], work[k][2]), 'PX', string.format('%d', ttl[k]))
   end
   return reply
 end

@@ -8,32 +8,28 @@
 -- Each bucket is refilled to now (Redis TIME) and gets the tokens back, capped at the
 -- capacity: a bucket can never hold more than if nothing had been spent, so a refund never
 -- admits more than the limit. A missing key is full already and stays missing; a bucket
--- that is full again is deleted, which decides exactly as a missing one.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- that is full again is deleted, which decides exactly as a missing one; a key that holds
+-- no bucket state is left alone.
+local now = sluice_now(nil)
 local written = 0
 for i = 1, #KEYS do
   local k = KEYS[i]
   local cap, rate, back = tonumber(ARGV[3 * i - 2]), tonumber(ARGV[3 * i - 1]), tonumber(ARGV[3 * i])
   local v = redis.call('GET', k)
+  local level, ts
   if v then
-    local sp = string.find(v, ' ', 1, true)
-    if sp then
-      local level = math.min(cap, tonumber(string.sub(v, 1, sp - 1)))
-      local ts = tonumber(string.sub(v, sp + 1))
-      if now > ts then
-        level = math.min(cap, level + (now - ts) * rate)
-        ts = now
-      end
-      level = math.min(cap, level + back)
-      if level >= cap then
-        redis.call('DEL', k)
-      else
-        redis.call('SET', k, string.format('%d %d', level, ts), 'PX',
-                   string.format('%d', math.ceil((cap - level) / rate)))
-      end
-      written = written + 1
+    level, ts = sluice_parse(v)
+  end
+  if level then
+    level, ts = sluice_refill(level, ts, cap, rate, now)
+    level = math.min(cap, level + back)
+    if level >= cap then
+      redis.call('DEL', k)
+    else
+      redis.call('SET', k, sluice_format(level, ts), 'PX',
+                 string.format('%d', math.ceil((cap - level) / rate)))
     end
+    written = written + 1
   end
 end
 return written

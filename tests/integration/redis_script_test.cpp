@@ -363,4 +363,55 @@ TEST(RedisScriptTest, MalformedStateIsAScriptError) {
   EXPECT_THROW(c.eval_token_bucket("bad", {10'000'000, 1000, 1'000'000}, 1000), std::runtime_error);
 }
 
+// The single-key and batch scripts read a stored value the same way (lua/prelude.lua): a
+// value is a state both decide and write alike, or one both refuse with the same error,
+// leaving it as it was.
+TEST(RedisScriptTest, SingleAndBatchScriptsAgreeOnEveryStoredValue) {
+  test::redis_server redis;
+  test::redis_client c(redis.port());
+  const std::vector<std::string> values{
+      "5000000 900", "0 1000",   "99999999999 0", "3000000 2000", "10000000 1000",
+      "garbage",     "1",        "x y",           "5 ",           " 5",
+      "5 x",         "1e6 900",  "0x10 900",      "-1 900",       "5000000 900 7",
+      "",            "nan 900",  "5000000  900"};
+  const detail::token_bucket_params p{10'000'000, 1000, 1'000'000};
+  int decided = 0, refused = 0;
+  for (const auto& v : values) {
+    SCOPED_TRACE("stored \"" + v + "\"");
+    c.command({"SET", "single", v});
+    c.command({"SET", "batch", v});
+    std::string cmds;
+    redis::append_token_bucket_command(cmds, redis::script_call::eval, "single", p, 1000);
+    const std::vector<redis::multi_key> keys{{"batch", p}};
+    redis::append_token_bucket_batch_command(cmds, redis::script_call::eval, keys, 1000);
+    const auto replies = c.transaction(cmds, 2);
+    const redisReply& one = *replies->element[0];
+    const redisReply& batch = *replies->element[1];
+    ASSERT_EQ(batch.type, REDIS_REPLY_ARRAY) << redis::reply_text(batch);
+    ASSERT_EQ(batch.elements, 4u);
+    const redisReply& item = *batch.element[0];
+    if (one.type == REDIS_REPLY_ERROR) {
+      ++refused;
+      ASSERT_EQ(item.type, REDIS_REPLY_ERROR) << "the batch decided what the single script refused";
+      EXPECT_NE(redis::reply_text(one).find("sluice: malformed bucket state"), std::string::npos)
+          << redis::reply_text(one);
+      EXPECT_EQ(redis::reply_text(item), "sluice: malformed bucket state");
+    } else {
+      ++decided;
+      ASSERT_NE(item.type, REDIS_REPLY_ERROR) << redis::reply_text(item);
+      detail::token_bucket_outcome single_outcome;
+      ASSERT_EQ(redis::parse_token_bucket_reply(one, single_outcome), redis::script_reply::decided);
+      std::vector<redis::batch_item> items;
+      ASSERT_EQ(redis::parse_token_bucket_batch_reply(batch, 1, items),
+                redis::script_reply::decided);
+      ASSERT_FALSE(items[0].ec);
+      expect_same_outcome(items[0].outcome, single_outcome);
+    }
+    EXPECT_EQ(redis::reply_text(*c.command({"GET", "single"})),
+              redis::reply_text(*c.command({"GET", "batch"})));
+  }
+  EXPECT_GE(decided, 5);
+  EXPECT_GE(refused, 8);
+}
+
 }  // namespace
