@@ -67,19 +67,22 @@ class reader {
   }
 
   // yaml-cpp keeps both entries of a repeated key and lookups see the first, so a second
-  // `deny_status:` would be lost without a word. Refuses a repeated key anywhere.
-  void no_duplicate_keys(const YAML::Node& n, const std::string& field) const {
+  // `deny_status:` would be lost without a word. Refuses a repeated key anywhere. The depth
+  // is bounded: an alias inside its own anchor (`a: &b {c: *b}`) is an endless tree to
+  // yaml-cpp, and no Sluice config nests deeper than a handful of levels.
+  void no_duplicate_keys(const YAML::Node& n, const std::string& field, int depth = 0) const {
+    if (depth > 32) fail(n, field, "nested too deeply (an alias inside its own anchor?)");
     if (n.IsMap()) {
       std::set<std::string> seen;
       for (const auto& kv : n) {
         const std::string name = kv.first.IsScalar() ? kv.first.Scalar() : "?";
         if (kv.first.IsScalar() && !seen.insert(name).second)
           fail(kv.first, join(field, name), "duplicate key (already set earlier in this mapping)");
-        no_duplicate_keys(kv.second, join(field, name));
+        no_duplicate_keys(kv.second, join(field, name), depth + 1);
       }
     } else if (n.IsSequence()) {
       for (std::size_t i = 0; i < n.size(); ++i)
-        no_duplicate_keys(n[i], field + "[" + std::to_string(i) + "]");
+        no_duplicate_keys(n[i], field + "[" + std::to_string(i) + "]", depth + 1);
     }
   }
 
@@ -494,11 +497,13 @@ std::string redacted_url(std::string_view url) {
   const auto scheme = out.find("://");
   if (scheme != std::string::npos) {
     const auto start = scheme + 3;
-    const auto at = out.find('@', start);
-    const auto slash = out.find_first_of("/?", start);
-    if (at != std::string::npos && (slash == std::string::npos || at < slash)) {
+    // As the URL parsers read it: the authority ends at the first '/' or '?', and the user
+    // info at the LAST '@' before that (a password may contain '@').
+    const auto end = std::min(out.find_first_of("/?", start), out.size());
+    const auto at = end > start ? out.rfind('@', end - 1) : std::string::npos;
+    if (at != std::string::npos && at >= start) {
       const auto colon = out.find(':', start);
-      if (colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "***");
+      if (colon < at) out.replace(colon + 1, at - colon - 1, "***");
     }
   }
   // query options: ...?a=1&sentinel_password=pw

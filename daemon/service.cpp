@@ -244,7 +244,9 @@ struct service::pending {
 void service::responder::operator()(http_response res) const {
   auto& p = *p_;
   if (p.answered.load(std::memory_order_relaxed)) return;
-  res.version(p.version);
+  // HTTP/1.0 is answered in kind; anything else as HTTP/1.1, the version sluiced speaks
+  // (RFC 9110 6.2), never an echo of what the client claimed.
+  res.version(p.version == 10 ? 10 : 11);
   if (p.head) {
     // The GET response's headers, Content-Length included, without its body.
     const auto n = res.body().size();
@@ -301,6 +303,10 @@ void service::route(const http_request& req, const std::string& peer,
   spdlog::debug("{} {} from {}", sv(req.method_string()), sv(req.target()), peer);
   auto rt = current();
   const bool get = method == bhttp::verb::get || method == bhttp::verb::head;
+  if (version / 10 != 1) {
+    return finish(problem_response(505, "http_version_not_supported",
+                                   "sluiced speaks HTTP/1.1 (and HTTP/1.0)", 11));
+  }
 
   if (endpoint == "check") return handle_check(req, std::move(rt), ex, finish);
   if (endpoint == "auth") return handle_auth(req, peer, std::move(rt), ex, finish);

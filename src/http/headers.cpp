@@ -87,7 +87,8 @@ void append_json_string(std::string& out, std::string_view s) {
 
 std::chrono::seconds ceil_seconds(std::chrono::milliseconds d) noexcept {
   if (d.count() <= 0) return std::chrono::seconds{0};
-  return std::chrono::seconds{(d.count() + 999) / 1000};
+  // Not (ms + 999) / 1000: that overflows for the largest durations.
+  return std::chrono::seconds{d.count() / 1000 + (d.count() % 1000 != 0 ? 1 : 0)};
 }
 
 std::uint64_t policy_window_seconds(const sluice::policy& p) noexcept {

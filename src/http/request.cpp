@@ -71,7 +71,10 @@ std::string normalize_path(std::string_view target) {
         path_start == std::string_view::npos ? std::string_view("/") : target.substr(path_start);
   }
 
-  // Decode escapes of unreserved characters; keep the others, in upper case.
+  // Decode escapes of unreserved characters; keep the others, in upper case. A '%' that
+  // starts no escape is written as one (%25), as a server reads it: kept bare, it would
+  // pair with decoded digits after it (`%%36%31` -> `%61`), so the result would not be its
+  // own normal form, and `/%%36%31` and `/%2561`, one path to a server, would differ here.
   std::string decoded;
   decoded.reserve(target.size() + 1);
   for (std::size_t i = 0; i < target.size(); ++i) {
@@ -87,6 +90,8 @@ std::string normalize_path(std::string_view target) {
         decoded += char(std::toupper(static_cast<unsigned char>(target[i + 2])));
       }
       i += 2;
+    } else if (c == '%') {
+      decoded += "%25";
     } else {
       decoded += c;
     }

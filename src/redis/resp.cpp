@@ -57,8 +57,43 @@ bool is_error(const redisReply& r, std::string_view prefix) noexcept {
   return r.type == REDIS_REPLY_ERROR && reply_text(r).starts_with(prefix);
 }
 
-reply_reader::reply_reader() : reader_(redisReaderCreate()) {
+// hiredis's own reply objects (freeReplyObject frees them), except that an array longer
+// than reply_reader::max_array_elements is refused before it is allocated.
+struct bounded_reply_functions {
+  static const redisReplyObjectFunctions& hiredis() {
+    // hiredis keeps its default functions private; a default reader points at them.
+    static const redisReplyObjectFunctions fns = [] {
+      std::unique_ptr<redisReader, void (*)(redisReader*)> r(redisReaderCreate(), redisReaderFree);
+      if (!r) throw std::bad_alloc();
+      return *r->fn;
+    }();
+    return fns;
+  }
+
+  static void* create_array(const redisReadTask* task, int elements) {
+    if (elements < 0 || elements > reply_reader::max_array_elements) {
+      // hiredis reports a null object as a protocol error ("Out of memory"); say why.
+      static_cast<reply_reader*>(task->privdata)->array_too_long_ = true;
+      return nullptr;
+    }
+    return hiredis().createArray(task, elements);
+  }
+
+  static redisReplyObjectFunctions* get() {
+    static redisReplyObjectFunctions fns = [] {
+      auto f = hiredis();
+      f.createArray = create_array;
+      return f;
+    }();
+    return &fns;
+  }
+};
+
+reply_reader::reply_reader()
+    : reader_(redisReaderCreateWithFunctions(bounded_reply_functions::get())) {
   if (!reader_) throw std::bad_alloc();
+  // Every read task gets this as its privdata.
+  reader_->privdata = this;
 }
 
 bool reply_reader::feed(const char* data, std::size_t size) noexcept {
@@ -73,6 +108,10 @@ reply_reader::status reply_reader::next(reply_ptr& out) noexcept {
   return status::reply;
 }
 
-std::string_view reply_reader::error_text() const noexcept { return reader_->errstr; }
+std::string_view reply_reader::error_text() const noexcept {
+  if (array_too_long_)
+    return "an array reply announces more elements than any reply sluice asks for";
+  return reader_->errstr;
+}
 
 }  // namespace sluice::redis

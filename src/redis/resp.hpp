@@ -31,7 +31,18 @@ bool is_error(const redisReply& r, std::string_view prefix = {}) noexcept;
 /// Not thread-safe (one per connection).
 class reply_reader {
  public:
+  /// The most elements an array reply may announce; more is a protocol error. hiredis
+  /// allocates an array's element pointers when its header arrives, before any element:
+  /// unbounded, `*444444440` (13 bytes from a server, or from anything on the path of a
+  /// plain redis:// connection) was a 3.5 GB allocation. The longest replies sluice asks
+  /// for are a batch of 1000 checks (4000 integers) and CLUSTER SLOTS (at most 16384
+  /// ranges).
+  static constexpr int max_array_elements = 1 << 16;
+
   reply_reader();
+  // The hiredis reader points back at this object (see max_array_elements).
+  reply_reader(const reply_reader&) = delete;
+  reply_reader& operator=(const reply_reader&) = delete;
   /// Adds received bytes. False when the reader is out of memory.
   bool feed(const char* data, std::size_t size) noexcept;
   enum class status { reply, incomplete, protocol_error };
@@ -44,7 +55,9 @@ class reply_reader {
   struct deleter {
     void operator()(redisReader* r) const noexcept { redisReaderFree(r); }
   };
+  friend struct bounded_reply_functions;
   std::unique_ptr<redisReader, deleter> reader_;
+  bool array_too_long_ = false;  // why the last protocol error happened, when set
 };
 
 }  // namespace sluice::redis

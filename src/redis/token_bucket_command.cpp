@@ -22,6 +22,11 @@ struct decimal {
   std::size_t len = 0;
 };
 
+// No bucket waits longer than the largest one takes to refill from empty at the lowest
+// rate (1e9 tokens at 0.001/s: 1e15 ms, the rate being at least 1 micro-token per ms).
+constexpr long long longest_wait_ms =
+    static_cast<long long>(max_capacity) * detail::micro_tokens_per_token;
+
 // {allowed 0|1, remaining whole tokens, retry_after_ms, reset_after_ms} at e[0..3].
 script_reply parse_outcome(const redisReply* const* e, detail::token_bucket_outcome& out) noexcept {
   for (std::size_t i = 0; i < 4; ++i) {
@@ -29,8 +34,10 @@ script_reply parse_outcome(const redisReply* const* e, detail::token_bucket_outc
       return script_reply::malformed;
   }
   const long long allowed = e[0]->integer;
-  // Bounds keep the conversion to micro-tokens from overflowing on a nonsense reply.
-  if (allowed > 1 || e[1]->integer > static_cast<long long>(max_capacity))
+  // Bounds keep the conversion to micro-tokens, and the wait's conversion to seconds in the
+  // response headers, from overflowing on a nonsense reply.
+  if (allowed > 1 || e[1]->integer > static_cast<long long>(max_capacity) ||
+      e[2]->integer > longest_wait_ms || e[3]->integer > longest_wait_ms)
     return script_reply::malformed;
   out = {};
   out.allowed = allowed == 1;

@@ -388,11 +388,33 @@ TEST(DaemonConfigTest, LoggedUrlsHideThePasswords) {
   EXPECT_EQ(redacted_url("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
   EXPECT_EQ(redacted_url("redis://:pw@h:1/0"), "redis://:***@h:1/0");
   EXPECT_EQ(redacted_url("redis://alice:s3cret@h"), "redis://alice:***@h");
+  // An '@' in the password: the user info ends at the last '@' (found by fuzzing).
+  EXPECT_EQ(redacted_url("redis://:p@ss@h:1/0"), "redis://:***@h:1/0");
+  EXPECT_EQ(redacted_url("redis+cluster://u:a@b@h1:1,h2:2"), "redis+cluster://u:***@h1:1,h2:2");
   EXPECT_EQ(redacted_url("redis://alice@h"), "redis://alice@h");
   EXPECT_EQ(redacted_url("redis+sentinel://u:p@a:1,b:2/m?sentinel_password=x&db=1"),
             "redis+sentinel://u:***@a:1,b:2/m?sentinel_password=***&db=1");
   EXPECT_EQ(redacted_url("rediss://h?ca=/etc/ca.pem&sentinel_password="),
             "rediss://h?ca=/etc/ca.pem&sentinel_password=***");
+}
+
+}  // namespace
+}  // namespace sluice::daemon
+
+namespace sluice::daemon {
+namespace {
+
+// An alias inside its own anchor is an endless tree to yaml-cpp: refused with a line and a
+// field instead of overflowing the stack (found by fuzzing; a SIGHUP with it killed sluiced).
+TEST(DaemonConfigAliasTest, AnAliasInsideItsOwnAnchorIsRefused) {
+  try {
+    parse_config("policies:\n  api: {capacity: 1, refill_per_second: 1}\na: &b {c: *b}\n",
+                 "alias.yaml");
+    FAIL() << "accepted";
+  } catch (const config_error& e) {
+    EXPECT_EQ(e.file(), "alias.yaml");
+    EXPECT_NE(e.message().find("nested too deeply"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -291,3 +291,21 @@ TEST_F(DaemonServiceTest, EachRequestIsCountedOnce) {
 
 }  // namespace
 }  // namespace sluice::daemon
+
+namespace sluice::daemon {
+namespace {
+
+// The answer carries the version sluiced speaks, not the one a client claimed.
+TEST_F(DaemonServiceTest, AnUnknownHttpVersionGets505AsHttp11) {
+  http_request req{boost::beast::http::verb::get, "/healthz", 99};
+  std::optional<http_response> out;
+  svc_.handle(std::move(req), "127.0.0.1", ioc_.get_executor(),
+              [&](http_response r) { out = std::move(r); });
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->result_int(), 505u);
+  EXPECT_EQ(out->version(), 11u);
+  EXPECT_EQ(json::parse(out->body())["error"], "http_version_not_supported");
+}
+
+}  // namespace
+}  // namespace sluice::daemon

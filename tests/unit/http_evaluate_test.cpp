@@ -109,7 +109,7 @@ TEST(HttpRulesTest, NormalizesPaths) {
   EXPECT_EQ(normalize_path("/a/b/.."), "/a/");
   EXPECT_EQ(normalize_path("/../../etc"), "/etc");
   EXPECT_EQ(normalize_path("/%6C%6fgin"), "/login");
-  EXPECT_EQ(normalize_path("/a%2fb%2F%zz%4"), "/a%2Fb%2F%zz%4");
+  EXPECT_EQ(normalize_path("/a%2fb%2F%zz%4"), "/a%2Fb%2F%25zz%254");
   EXPECT_EQ(normalize_path("/%2e%2E/x"), "/x");  // encoded dots are dots
   EXPECT_EQ(normalize_path("http://example.com:8080/api/x?y"), "/api/x");
   EXPECT_EQ(normalize_path("https://example.com"), "/");

@@ -56,8 +56,9 @@ struct request_facts {
 /// treats as the same resource cannot slip past a rule: the query and fragment are dropped,
 /// an absolute-form target (`http://host/x`) loses its scheme and authority, `%XX` escapes of
 /// unreserved characters are decoded (`/%6Cogin` -> `/login`) and other escapes get upper-case
-/// hex, repeated slashes are merged, and `.` / `..` segments are resolved (RFC 3986 §5.2.4,
-/// never above the root). The result always starts with `/`.
+/// hex, a `%` that starts no escape becomes `%25`, repeated slashes are merged, and `.` / `..`
+/// segments are resolved (RFC 3986 §5.2.4, never above the root). The result always starts
+/// with `/` and is its own normal form.
 std::string normalize_path(std::string_view target);
 
 }  // namespace sluice::http
