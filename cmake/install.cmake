@@ -1,6 +1,7 @@
 # Installs the library, its headers and a relocatable CMake package, so another project can
 # `find_package(sluice)` and `target_link_libraries(app sluice::sluice)`. The tools install
 # themselves (cli/, daemon/). Included by the top CMakeLists when SLUICE_INSTALL is on.
+# All of it is the install component `dev` (the libsluice-dev package, cmake/package.cmake).
 include(CMakePackageConfigHelpers)
 
 set(SLUICE_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/sluice
@@ -8,15 +9,16 @@ set(SLUICE_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/sluice
 
 install(TARGETS sluice
   EXPORT sluice-targets
-  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
-  FILE_SET HEADERS DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT dev
+  FILE_SET HEADERS DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev)
 
 install(EXPORT sluice-targets
   NAMESPACE sluice::
   FILE sluiceTargets.cmake
-  DESTINATION ${SLUICE_INSTALL_CMAKEDIR})
+  DESTINATION ${SLUICE_INSTALL_CMAKEDIR}
+  COMPONENT dev)
 
 configure_package_config_file(
   ${CMAKE_CURRENT_LIST_DIR}/sluiceConfig.cmake.in
@@ -29,4 +31,5 @@ write_basic_package_version_file(
 
 install(FILES ${PROJECT_BINARY_DIR}/sluiceConfig.cmake
               ${PROJECT_BINARY_DIR}/sluiceConfigVersion.cmake
-        DESTINATION ${SLUICE_INSTALL_CMAKEDIR})
+        DESTINATION ${SLUICE_INSTALL_CMAKEDIR}
+        COMPONENT dev)
