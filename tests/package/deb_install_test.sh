@@ -401,6 +401,7 @@ echo "ok: built $work/five_lines"
 step "8. reinstall, remove, purge"
 dpkg_root -i "${deb[sluiced]}"
 grep -q '^rules:' "$conf" || fail "reinstalling replaced the edited conffile"
+expect_eq "conffile mode and group after reinstall" "640 0:$gid" "$(stat -c '%a %u:%g' "$conf")"
 echo "ok: reinstall kept the edited conffile"
 dpkg_root -r sluiced
 expect_eq "after remove: status" "rc " \
