@@ -327,7 +327,7 @@ step "6. the config's examples, uncommented"
 # it is what the file's header says: remove one '#' from each of its lines and delete the
 # active line of each top-level key it sets again.
 example_names=$(sed -n 's/^## ==== Example "\([a-z-]*\)".*/\1/p' "$conf")
-echo "examples: $(echo $example_names)"
+echo "examples: $(tr '\n' ' ' <<<"$example_names")"
 for want in redis cluster forward-auth; do
   grep -qx "$want" <<<"$example_names" || fail "the config has no example '$want'"
 done
@@ -407,7 +407,7 @@ dpkg_root -r sluiced
 expect_eq "after remove: status" "rc " \
   "$(dpkg-query --admindir="$root/var/lib/dpkg" -W -f='${db:Status-Abbrev}' sluiced)"
 grep -q '^rules:' "$conf" || fail "remove did not keep the edited conffile"
-[ ! -e "$root/usr/bin/sluiced" ] && [ ! -e "$unit" ] || fail "remove left the program or unit"
+if [ -e "$root/usr/bin/sluiced" ] || [ -e "$unit" ]; then fail "remove left the program or unit"; fi
 expect_eq "after remove: unit masked" /dev/null "$(readlink "$root/etc/systemd/system/sluiced.service")"
 echo "ok: remove kept the edited conffile"
 dpkg_root -P sluiced
@@ -421,8 +421,8 @@ dpkg_root -P sluiced
 echo "ok: purge deleted the conffile, /etc/sluice and the unit's links (the user sluice stays)"
 dpkg_root -P sluice-tools libsluice-dev
 # What stays: the user sluice (and the lock of the files that hold it).
-left=$(cd "$root" && find usr lib etc \( -type f -o -type l \) 2>/dev/null |
-       grep -vE '^etc/(passwd|group|shadow|gshadow|\.pwd\.lock)-?$' || true)
+left=$(find "$root/usr" "$root/lib" "$root/etc" \( -type f -o -type l \) 2>/dev/null |
+       sed "s#^$root/##" | grep -vE '^etc/(passwd|group|shadow|gshadow|\.pwd\.lock)-?$' || true)
 [ -z "$left" ] || fail "purging every package left: $left"
 expect_eq "host unchanged" "$host_before" "$(host_state)"
 
