@@ -148,8 +148,8 @@ memory.
 .
 This package holds the C++20 headers, the static libraries (libsluice_core.a,
 libsluice_redis.a, libsluice_http.a), the CMake package (find_package(sluice),
-targets sluice::sluice, sluice::core, sluice::redis, sluice::http) and sluice.pc
-for pkg-config.")
+targets sluice::sluice, sluice::core, sluice::redis, sluice::http) and
+sluice.pc for pkg-config.")
 
 if(TARGET sluice_cli)
   list(APPEND CPACK_COMPONENTS_ALL tools)
