@@ -261,7 +261,7 @@ void service::responder::fail(const char* what) const noexcept {
   try {
     p.svc->metrics_.internal_error("request");
     if (const auto n = p.svc->internal_errors_log_.admit()) {
-      spdlog::error("internal error while answering a request to {}: {} ({} in this burst)",
+      spdlog::error("internal error while answering a request to {}: {} ({} since the last report)",
                     p.endpoint, what, n);
     }
     if (!p.answered.load()) {
