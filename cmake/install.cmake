@@ -1,7 +1,8 @@
 # Installs the library's components, their headers and a relocatable CMake package, so another
 # project can `find_package(sluice [COMPONENTS core redis http])` and link `sluice::sluice` (all)
 # or one component. The tools install themselves (cli/, daemon/). Included by the top
-# CMakeLists when SLUICE_INSTALL is on.
+# CMakeLists when SLUICE_INSTALL is on. All of it is the install component `dev` (the
+# libsluice-dev package, cmake/package.cmake).
 include(CMakePackageConfigHelpers)
 
 set(SLUICE_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/sluice
@@ -12,22 +13,24 @@ set(SLUICE_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/sluice
 foreach(component IN ITEMS core redis http)
   install(TARGETS sluice_${component}
     EXPORT sluice-${component}-targets
-    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-    RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
-    FILE_SET HEADERS DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
+    RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT dev
+    FILE_SET HEADERS DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev)
   install(EXPORT sluice-${component}-targets
     NAMESPACE sluice::
     FILE sluice-${component}-targets.cmake
-    DESTINATION ${SLUICE_INSTALL_CMAKEDIR})
+    DESTINATION ${SLUICE_INSTALL_CMAKEDIR}
+    COMPONENT dev)
 endforeach()
 install(TARGETS sluice
   EXPORT sluice-all-targets
-  FILE_SET HEADERS DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  FILE_SET HEADERS DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev)
 install(EXPORT sluice-all-targets
   NAMESPACE sluice::
   FILE sluice-all-targets.cmake
-  DESTINATION ${SLUICE_INSTALL_CMAKEDIR})
+  DESTINATION ${SLUICE_INSTALL_CMAKEDIR}
+  COMPONENT dev)
 
 configure_package_config_file(
   ${CMAKE_CURRENT_LIST_DIR}/sluiceConfig.cmake.in
@@ -40,4 +43,5 @@ write_basic_package_version_file(
 
 install(FILES ${PROJECT_BINARY_DIR}/sluiceConfig.cmake
               ${PROJECT_BINARY_DIR}/sluiceConfigVersion.cmake
-        DESTINATION ${SLUICE_INSTALL_CMAKEDIR})
+        DESTINATION ${SLUICE_INSTALL_CMAKEDIR}
+        COMPONENT dev)

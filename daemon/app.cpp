@@ -18,6 +18,7 @@
 #include <sluice/version.hpp>
 
 #include "safe_log.hpp"
+#include "sd_notify.hpp"
 #include "server.hpp"
 #include "service.hpp"
 
@@ -205,11 +206,15 @@ int run(app_options opts) {
           if (opts.config_path.empty()) {
             spdlog::warn("SIGHUP: no --config file to reload");
           } else {
-            svc->reload(opts.config_path,
-                        [&overrides = opts.overrides](config& c) { overrides.apply(c); });
+            notify_service_manager("RELOADING=1");
+            const bool ok = svc->reload(
+                opts.config_path, [&overrides = opts.overrides](config& c) { overrides.apply(c); });
+            notify_service_manager(ok ? "READY=1\nSTATUS=serving; config reloaded"
+                                      : "READY=1\nSTATUS=serving; reload rejected (see the log)");
           }
         } else if (!stopping) {
           stopping = true;
+          notify_service_manager("STOPPING=1");
           spdlog::info("signal {}: draining in-flight requests", sig);
           srv->drain(svc->current()->cfg.limits.shutdown_timeout, [&stop_all] {
             spdlog::info("drained; exiting");
@@ -223,6 +228,9 @@ int run(app_options opts) {
         signals.async_wait(on_signal);
       };
   signals.async_wait(on_signal);
+  // Ready only now: listening, and SIGHUP / SIGTERM handled (a reload systemd sends right
+  // after READY must not find the default action, which ends the process).
+  notify_service_manager("READY=1\nSTATUS=serving on " + host + ":" + std::to_string(bound.port()));
 
   // Each io_context runs until stop_all(), also while it has no connection.
   std::vector<asio::executor_work_guard<asio::io_context::executor_type>> keep_running;

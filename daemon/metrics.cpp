@@ -75,6 +75,16 @@ struct metrics::families {
   prometheus::Family<prometheus::Counter>& connections_rejected;
   prometheus::Family<prometheus::Counter>& read_timeouts;
   prometheus::Family<prometheus::Counter>& internal_errors;
+  prometheus::Family<prometheus::Gauge>& backend_in_flight;
+  prometheus::Family<prometheus::Gauge>& backend_connected;
+  prometheus::Family<prometheus::Counter>& script_calls;
+  prometheus::Family<prometheus::Counter>& batched_decisions;
+  prometheus::Family<prometheus::Counter>& noscript;
+  prometheus::Family<prometheus::Counter>& cluster_redirects;
+  prometheus::Family<prometheus::Counter>& cluster_refreshes;
+  prometheus::Family<prometheus::Counter>& cluster_cross_slot;
+  prometheus::Family<prometheus::Counter>& cluster_refunds;
+  prometheus::Family<prometheus::Counter>& sentinel_failovers;
   // Latencies from 100 us (memory, local Redis) to 2.5 s (far beyond any sane timeout).
   const prometheus::Histogram::BucketBoundaries buckets{
       0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
@@ -136,6 +146,46 @@ metrics::metrics() : registry_(std::make_shared<prometheus::Registry>()) {
           .Name("sluice_internal_errors_total")
           .Help("Exceptions caught while serving (a bug): request answered 500, io closed")
           .Register(r),
+      prometheus::BuildGauge()
+          .Name("sluice_backend_in_flight")
+          .Help("Redis decisions accepted and not yet completed")
+          .Register(r),
+      prometheus::BuildGauge()
+          .Name("sluice_backend_connected")
+          .Help("1 when the backend is connected (Cluster: a slot map is known), else 0")
+          .Register(r),
+      prometheus::BuildCounter()
+          .Name("sluice_redis_script_calls_total")
+          .Help("Decision script calls sent to Redis (a batch counts once)")
+          .Register(r),
+      prometheus::BuildCounter()
+          .Name("sluice_redis_batched_decisions_total")
+          .Help("Decisions the script calls carried")
+          .Register(r),
+      prometheus::BuildCounter()
+          .Name("sluice_redis_noscript_total")
+          .Help("NOSCRIPT answers (the script's source sent again)")
+          .Register(r),
+      prometheus::BuildCounter()
+          .Name("sluice_redis_cluster_redirects_total")
+          .Help("Redis Cluster redirections followed, by kind")
+          .Register(r),
+      prometheus::BuildCounter()
+          .Name("sluice_redis_cluster_slot_map_refreshes_total")
+          .Help("Redis Cluster slot map refreshes, by result")
+          .Register(r),
+      prometheus::BuildCounter()
+          .Name("sluice_redis_cluster_cross_slot_total")
+          .Help("Multi-key decisions whose keys were on several slots (decided slot by slot)")
+          .Register(r),
+      prometheus::BuildCounter()
+          .Name("sluice_redis_cluster_refunds_total")
+          .Help("Refunds for slot groups spent in vain, by result")
+          .Register(r),
+      prometheus::BuildCounter()
+          .Name("sluice_redis_sentinel_failovers_total")
+          .Help("Times the Sentinel backend moved to another master")
+          .Register(r),
   });
   // Present from the start, so dashboards see zeros rather than nothing.
   f_->backend_latency_series = &f_->backend_latency.Add({}, f_->buckets);
@@ -148,6 +198,7 @@ metrics::metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   f_->read_timeouts.Add({{"phase", "body"}});
   f_->internal_errors.Add({{"where", "request"}});
   f_->internal_errors.Add({{"where", "io"}});
+  backend_counters(backend_stats{});
 }
 
 metrics::~metrics() = default;
@@ -240,6 +291,30 @@ void metrics::read_timeout(std::string_view phase) {
 
 void metrics::internal_error(std::string_view where) {
   f_->internal_errors.Add({{"where", std::string(where)}}).Increment();
+}
+
+void metrics::backend_counters(const backend_stats& s) {
+  std::lock_guard lock(backend_mu_);
+  const auto& last = last_backend_;
+  auto advance = [](prometheus::Counter& c, std::uint64_t now, std::uint64_t before) {
+    c.Increment(static_cast<double>(now >= before ? now - before : now));
+  };
+  f_->backend_in_flight.Add({}).Set(static_cast<double>(s.in_flight));
+  f_->backend_connected.Add({}).Set(s.up ? 1 : 0);
+  advance(f_->script_calls.Add({}), s.script_calls, last.script_calls);
+  advance(f_->batched_decisions.Add({}), s.batched_decisions, last.batched_decisions);
+  advance(f_->noscript.Add({}), s.noscript, last.noscript);
+  advance(f_->cluster_redirects.Add({{"kind", "moved"}}), s.moved, last.moved);
+  advance(f_->cluster_redirects.Add({{"kind", "ask"}}), s.ask, last.ask);
+  advance(f_->cluster_refreshes.Add({{"result", "success"}}), s.slot_map_refreshes,
+          last.slot_map_refreshes);
+  advance(f_->cluster_refreshes.Add({{"result", "failure"}}), s.slot_map_refresh_failures,
+          last.slot_map_refresh_failures);
+  advance(f_->cluster_cross_slot.Add({}), s.cross_slot, last.cross_slot);
+  advance(f_->cluster_refunds.Add({{"result", "sent"}}), s.refunds, last.refunds);
+  advance(f_->cluster_refunds.Add({{"result", "failed"}}), s.refund_failures, last.refund_failures);
+  advance(f_->sentinel_failovers.Add({}), s.failovers, last.failovers);
+  last_backend_ = s;
 }
 
 std::string metrics::serialize() const {

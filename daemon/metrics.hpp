@@ -4,10 +4,12 @@
 // exposition format; the daemon serves it on GET /metrics itself.
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <system_error>
 
+#include <sluice/backend.hpp>
 #include <sluice/policy.hpp>
 
 namespace prometheus {
@@ -52,6 +54,11 @@ class metrics {
   /// server's own code, the connection closed): a bug, never input the daemon rejects.
   void internal_error(std::string_view where);
 
+  /// The backend's own counters as of now (before a scrape): its gauges are set, its
+  /// counters advance by what they grew since the last call (a backend replaced by a reload
+  /// starts again from zero: its whole count is added).
+  void backend_counters(const backend_stats& s);
+
   /// The text exposition format (version 0.0.4).
   std::string serialize() const;
 
@@ -60,6 +67,8 @@ class metrics {
 
  private:
   struct families;
+  std::mutex backend_mu_;  // guards last_backend_
+  backend_stats last_backend_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<families> f_;
 };

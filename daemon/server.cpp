@@ -303,8 +303,9 @@ void server::serve(worker_socket s) {
   if (open_connections() >= max) {
     svc_.stats().connection_rejected();
     if (const auto n = rejected_log_.admit()) {
-      spdlog::warn("limits.max_connections ({}) reached: closing new connections ({} so far)", max,
-                   n);
+      spdlog::warn(
+          "limits.max_connections ({}) reached: closing new connections ({} since the last report)",
+          max, n);
     }
     beast::error_code ignored;
     s.close(ignored);
@@ -323,8 +324,9 @@ std::size_t server::open_connections() {
 void server::read_timed_out(std::string_view phase, const std::string& peer) {
   svc_.stats().read_timeout(phase);
   if (const auto n = timeout_log_.admit()) {
-    spdlog::info("closed a connection from {}: request {} not received in time ({} so far)", peer,
-                 phase, n);
+    spdlog::info(
+        "closed a connection from {}: request {} not received in time ({} since the last report)",
+        peer, phase, n);
   }
 }
 
@@ -332,8 +334,9 @@ void server::io_exception(const char* what) noexcept {
   try {
     svc_.stats().internal_error("io");
     if (const auto n = io_error_log_.admit()) {
-      spdlog::error("internal error in the server: {}; connection closed ({} in this burst)", what,
-                    n);
+      spdlog::error(
+          "internal error in the server: {}; connection closed ({} since the last report)", what,
+          n);
     }
   } catch (...) {
   }

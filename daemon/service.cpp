@@ -121,6 +121,20 @@ std::string check_body(const decision& d, const std::string& policy_name) {
 
 }  // namespace
 
+sluice::backend_stats runtime::backend_stats() const noexcept {
+  if (thread_limiters.empty()) return lim->backend_stats();
+  sluice::backend_stats sum;
+  for (const auto& [io, l] : thread_limiters) {
+    const auto s = l->backend_stats();
+    sum.in_flight += s.in_flight;
+    sum.up = sum.up && s.up;
+    sum.script_calls += s.script_calls;
+    sum.batched_decisions += s.batched_decisions;
+    sum.noscript += s.noscript;
+  }
+  return sum;
+}
+
 limiter& runtime::limiter_here() const noexcept {
   for (const auto& [io, l] : thread_limiters) {
     if (io->get_executor().running_in_this_thread()) return *l;
@@ -263,7 +277,7 @@ void service::responder::fail(const char* what) const noexcept {
   try {
     p.svc->metrics_.internal_error("request");
     if (const auto n = p.svc->internal_errors_log_.admit()) {
-      spdlog::error("internal error while answering a request to {}: {} ({} in this burst)",
+      spdlog::error("internal error while answering a request to {}: {} ({} since the last report)",
                     p.endpoint, what, n);
     }
     if (!p.answered.load()) {
@@ -322,6 +336,7 @@ void service::route(const http_request& req, const std::string& peer,
   if (endpoint == "healthz")
     return finish(plain(200, "{\"status\":\"ok\"}\n", "application/json", version));
   if (endpoint == "metrics") {
+    metrics_.backend_counters(rt->backend_stats());
     return finish(
         plain(200, metrics_.serialize(), "text/plain; version=0.0.4; charset=utf-8", version));
   }

@@ -53,6 +53,8 @@ struct runtime {
 
   /// The limiter for a check made on this thread: its own, or `lim` off the server threads.
   limiter& limiter_here() const noexcept;
+  /// The backend's counters, summed over the per-thread connections.
+  sluice::backend_stats backend_stats() const noexcept;
 };
 
 /// Thread-safe.

@@ -36,9 +36,35 @@ using decide_handler = std::function<void(std::error_code, decision)>;
 /// item, in the items' order.
 using decide_all_handler = std::function<void(std::error_code, std::vector<decision>)>;
 
+/// What a backend has done, for metrics: counters (monotonic) and the gauges `in_flight`
+/// and `up`. A field a backend does not have stays 0 (`up`: true). Declared once here, read
+/// with backend::stats() or limiter::backend_stats(), exported by sluiced on /metrics.
+struct backend_stats {
+  // Every Redis topology.
+  std::uint64_t in_flight = 0;          ///< gauge: decisions accepted and not yet completed
+  bool up = true;                       ///< gauge: connected (Cluster: a slot map is known)
+  std::uint64_t script_calls = 0;       ///< decision script calls sent (a batch counts once)
+  std::uint64_t batched_decisions = 0;  ///< decisions those calls carried
+  std::uint64_t noscript = 0;           ///< NOSCRIPT answers (the script's source resent)
+  // Redis Cluster.
+  std::uint64_t moved = 0;                      ///< MOVED redirections followed
+  std::uint64_t ask = 0;                        ///< ASK redirections followed
+  std::uint64_t slot_map_refreshes = 0;         ///< slot maps received
+  std::uint64_t slot_map_refresh_failures = 0;  ///< refresh rounds no node answered
+  std::uint64_t cross_slot = 0;                 ///< multi-key decisions decided slot by slot
+  std::uint64_t refunds = 0;                    ///< refunds sent for slot groups spent in vain
+  std::uint64_t refund_failures = 0;            ///< of those, failed (their tokens stay spent)
+  // Redis Sentinel.
+  std::uint64_t failovers = 0;  ///< times the backend moved to another master
+};
+
 class backend {
  public:
   virtual ~backend() = default;
+
+  /// What this backend has done so far. Thread-safe, lock-free where it matters: it is read
+  /// at every metrics scrape.
+  virtual backend_stats stats() const noexcept { return {}; }
 
   /// Decides one request whose input is already validated. Blocks until decided or the
   /// backend's own timeout. Thread-safe. Must not be called from a thread that the

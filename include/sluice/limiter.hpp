@@ -173,6 +173,8 @@ class limiter {
   }
 
   limiter_stats stats() const noexcept;
+  /// The primary backend's counters (Redis calls, batching, redirections, failovers).
+  sluice::backend_stats backend_stats() const noexcept;
 
   /// A check_item that owns its key (what async_check_all keeps while it runs).
   struct owned_check_item {

@@ -297,6 +297,8 @@ void limiter::start_check_all(std::vector<owned_check_item> owned, decide_all_ha
   });
 }
 
+sluice::backend_stats limiter::backend_stats() const noexcept { return state_->primary->stats(); }
+
 limiter_stats limiter::stats() const noexcept {
   const auto& s = *state_;
   constexpr auto r = std::memory_order_relaxed;

@@ -136,6 +136,7 @@ void decision_batcher::send_single(pending p) {
   command.reserve(80 + p.full_key.size());
   append_token_bucket_command(command, script_call::evalsha, p.full_key, p.params);
   const auto deadline = p.deadline;
+  count_call(1);
   conn_->async_exec_until(
       deadline, std::move(command),
       [self = shared_from_this(), p = std::move(p)](std::error_code ec, reply_ptr reply) mutable {
@@ -144,6 +145,7 @@ void decision_batcher::send_single(pending p) {
         if (!ec && parse_token_bucket_reply(*reply, o) == script_reply::noscript) {
           // The server lost its scripts (SCRIPT FLUSH): send the source once. EVAL caches it
           // again, so later calls go back to EVALSHA.
+          self->noscript_.fetch_add(1, std::memory_order_relaxed);
           auto g = guard_until(
               self->io_, p.deadline,
               decide_handler([self, h = std::move(p.handler)](std::error_code ec2, decision d2) {
@@ -174,12 +176,14 @@ void decision_batcher::send_batch(std::shared_ptr<batch> b) {
   append_batch_command(command, script_call::evalsha, *b);
   // FIFO: the first decision waited longest, so its deadline is the batch's.
   const auto deadline = b->front().deadline;
+  count_call(b->size());
   conn_->async_exec_until(
       deadline, std::move(command),
       [self = shared_from_this(), b](std::error_code ec, reply_ptr reply) {
         self->batch_done();
         if (!ec && is_error(*reply, "NOSCRIPT")) {
           // As for one key: send the source once, within the same deadline.
+          self->noscript_.fetch_add(1, std::memory_order_relaxed);
           auto g = guard_until(self->io_, b->front().deadline,
                                exec_handler([self, b](std::error_code ec2, reply_ptr r2) {
                                  self->complete(*b, ec2, r2);

@@ -65,6 +65,17 @@ class decision_batcher : public std::enable_shared_from_this<decision_batcher> {
   /// Decisions accepted and not yet completed, waiting or sent (a load figure, lock-free).
   std::size_t accepted() const noexcept { return accepted_.load(std::memory_order_relaxed); }
 
+  /// Script calls sent (a batch once), the decisions they carried, NOSCRIPT answers.
+  struct counters {
+    std::uint64_t calls = 0;
+    std::uint64_t decisions = 0;
+    std::uint64_t noscript = 0;
+  };
+  counters sent() const noexcept {
+    constexpr auto r = std::memory_order_relaxed;
+    return {calls_.load(r), decisions_.load(r), noscript_.load(r)};
+  }
+
  private:
   using clock = std::chrono::steady_clock;
   struct pending {
@@ -92,6 +103,11 @@ class decision_batcher : public std::enable_shared_from_this<decision_batcher> {
   const batcher_options options_;
 
   std::atomic<std::size_t> accepted_{0};
+  std::atomic<std::uint64_t> calls_{0}, decisions_{0}, noscript_{0};
+  void count_call(std::size_t decisions) noexcept {
+    calls_.fetch_add(1, std::memory_order_relaxed);
+    decisions_.fetch_add(decisions, std::memory_order_relaxed);
+  }
   std::mutex mu_;
   std::deque<pending> waiting_;
   std::size_t in_flight_ = 0;  // batches sent and not yet completed

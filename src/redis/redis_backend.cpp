@@ -163,6 +163,17 @@ class redis_backend final : public backend {
     }
   }
 
+  backend_stats stats() const noexcept override {
+    backend_stats s;
+    const auto sent = core_->batcher->sent();
+    s.in_flight = core_->batcher->accepted();
+    s.up = core_->conn->current_state() == redis::connection::state::up;
+    s.script_calls = sent.calls;
+    s.batched_decisions = sent.decisions;
+    s.noscript = sent.noscript;
+    return s;
+  }
+
   std::error_code decide_all(std::span<const check_item> items,
                              std::vector<decision>& out) override {
     out.clear();

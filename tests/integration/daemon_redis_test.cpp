@@ -223,3 +223,34 @@ TEST(DaemonRedisTest, ReadyzFollowsTheBackendWithAConnectionPerThread) {
 
 }  // namespace
 }  // namespace sluice::test
+
+namespace sluice::test {
+namespace {
+
+double metric_value(const std::string& text, const std::string& series) {
+  const auto at = text.find("\n" + series + " ");
+  return at == std::string::npos ? -1 : std::stod(text.substr(at + series.size() + 2));
+}
+
+// The backend's own counters are on /metrics: every decision went out in a script call.
+TEST(DaemonRedisTest, MetricsCarryTheBackendsCounters) {
+  redis_server redis;
+  sluiced_process d(shared_config(redis.url()));
+  for (int i = 0; i < 7; ++i) {
+    ASSERT_EQ(post_check(d.port(), R"({"key":"m","policy":"api"})").status, 200);
+  }
+  const auto text = http_request(d.port(), "GET", "/metrics").body;
+  EXPECT_EQ(metric_value(text, "sluice_redis_batched_decisions_total"), 7) << text;
+  EXPECT_GE(metric_value(text, "sluice_redis_script_calls_total"), 1);
+  EXPECT_LE(metric_value(text, "sluice_redis_script_calls_total"), 7);
+  EXPECT_EQ(metric_value(text, "sluice_backend_connected"), 1);
+  EXPECT_EQ(metric_value(text, "sluice_backend_in_flight"), 0);
+  EXPECT_EQ(metric_value(text, R"(sluice_redis_cluster_redirects_total{kind="moved"})"), 0);
+  EXPECT_EQ(metric_value(text, "sluice_redis_sentinel_failovers_total"), 0);
+  // A second scrape adds nothing that did not happen.
+  const auto again = http_request(d.port(), "GET", "/metrics").body;
+  EXPECT_EQ(metric_value(again, "sluice_redis_batched_decisions_total"), 7);
+}
+
+}  // namespace
+}  // namespace sluice::test

@@ -115,6 +115,12 @@ TEST(RedisBatchTest, ConcurrentDecisionsShareScriptCallsAndStayExact) {
   const long long calls = stat_calls(c, "evalsha");
   EXPECT_GT(calls, 0);
   EXPECT_LT(calls, n / 2) << "decisions were not batched";
+  // The backend's own counters say the same as Redis (the warm-up decision included).
+  const auto st = b->stats();
+  EXPECT_EQ(st.batched_decisions, static_cast<std::uint64_t>(n) + 1);
+  EXPECT_EQ(st.script_calls, static_cast<std::uint64_t>(calls) + 1);
+  EXPECT_EQ(st.in_flight, 0u);
+  EXPECT_TRUE(st.up);
 }
 
 // The largest max_batch allowed still fits the script (its keys go through one unpack), and

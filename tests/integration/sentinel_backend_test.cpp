@@ -148,6 +148,11 @@ TEST(SentinelBackendTest, FollowsSentinelFailover) {
   l.stop();
   EXPECT_TRUE(l.all_allowed_);
   EXPECT_LT(l.longest_, 1s) << "a call hung";
+  // Counted once, and the counters of the old master's connection are kept.
+  const auto s = lim->backend_stats();
+  EXPECT_EQ(s.failovers, 1u);
+  EXPECT_TRUE(s.up);
+  EXPECT_GE(s.batched_decisions, l.ok());
   std::cout << "[ sentinel  ] SENTINEL FAILOVER: served by the new master "
             << std::chrono::duration_cast<std::chrono::milliseconds>(switched).count()
             << " ms after the command; " << l.degraded_ << " degraded, " << l.ok_

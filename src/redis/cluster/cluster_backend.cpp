@@ -15,7 +15,6 @@
 
 #include "core/await_decision.hpp"
 #include "core/log.hpp"
-#include "redis/cluster/cluster_backend.hpp"
 #include "redis/cluster/cluster_client.hpp"
 #include "redis/cluster/key_slot.hpp"
 #include "redis/tls.hpp"
@@ -134,7 +133,7 @@ void next_group(std::shared_ptr<cross_slot_call> c) {
       });
 }
 
-class cluster_backend final : public redis::cluster::cluster_backend_base {
+class cluster_backend final : public backend {
  public:
   cluster_backend(const redis_options& o, const redis_cluster_url& u)
       : prefix_(o.key_prefix),
@@ -239,7 +238,20 @@ class cluster_backend final : public redis::cluster::cluster_backend_base {
     next_group(std::move(c));
   }
 
-  redis::cluster::cluster_stats stats() const noexcept override { return core_->client->stats(); }
+  backend_stats stats() const noexcept override {
+    const auto c = core_->client->stats();
+    backend_stats s;
+    s.up = c.refreshes > 0;
+    s.noscript = c.noscript;
+    s.moved = c.moved;
+    s.ask = c.ask;
+    s.slot_map_refreshes = c.refreshes;
+    s.slot_map_refresh_failures = c.refresh_failures;
+    s.cross_slot = c.cross_slot;
+    s.refunds = c.refunds;
+    s.refund_failures = c.refund_failures;
+    return s;
+  }
 
  private:
   std::string prefix_;

@@ -91,6 +91,22 @@ class sentinel_core : public std::enable_shared_from_this<sentinel_core> {
     asio::post(io, [self = shared_from_this()] { self->poll_timer_.cancel(); });
   }
 
+  // The current master's counters, with those of the masters before it.
+  backend_stats stats() {
+    std::lock_guard lock(mu_);
+    backend_stats s;
+    if (current_) {
+      s = current_->stats();
+    } else {
+      s.up = false;
+    }
+    s.script_calls += retired_.script_calls;
+    s.batched_decisions += retired_.batched_decisions;
+    s.noscript += retired_.noscript;
+    s.failovers = retired_.failovers;
+    return s;
+  }
+
   // The master's backend now; null before the first answer or after stop().
   std::shared_ptr<backend> current() {
     std::lock_guard lock(mu_);
@@ -191,12 +207,21 @@ class sentinel_core : public std::enable_shared_from_this<sentinel_core> {
     sluice::detail::logf(sluice::log_level::info, "sluice sentinel: master \"{}\" is {}:{}{}",
                          url_.master_name, a.host, a.port,
                          master_.port == 0 ? "" : " (failed over)");
+    const bool failover = master_.port != 0;
     master_ = a;
     std::shared_ptr<backend> old;
     {
       std::lock_guard lock(mu_);
       if (stopped_) return;
       old = std::exchange(current_, std::move(fresh));
+      // The counters stay monotonic across masters: the old backend's are kept.
+      if (old) {
+        const auto o = old->stats();
+        retired_.script_calls += o.script_calls;
+        retired_.batched_decisions += o.batched_decisions;
+        retired_.noscript += o.noscript;
+      }
+      if (failover) ++retired_.failovers;
     }
     cv_.notify_all();
     // `old` is released here: its pending calls end with backend_shutting_down and its
@@ -212,6 +237,7 @@ class sentinel_core : public std::enable_shared_from_this<sentinel_core> {
   std::mutex mu_;
   std::condition_variable cv_;
   std::shared_ptr<backend> current_;
+  backend_stats retired_;  // counters of the masters before current_, and the failovers
   bool stopped_ = false;
 
   std::atomic<bool> ask_wanted_{false};
@@ -259,6 +285,8 @@ class sentinel_backend final : public backend {
     }
     core_->take_current().reset();  // joins the master backend's thread
   }
+
+  backend_stats stats() const noexcept override { return core_->stats(); }
 
   std::error_code decide(std::string_view key, const policy& p, std::uint64_t cost,
                          decision& out) override {
