@@ -15,6 +15,10 @@ enum class errc {
   invalid_capacity,
   invalid_refill_rate,
   unsupported_algorithm,
+  invalid_limit,
+  invalid_window,
+  mismatched_parameters,
+  invalid_gcra_rate,
   // Backend trouble (is_backend_error() is true).
   backend_timeout = 100,
   backend_unavailable,

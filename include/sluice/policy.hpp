@@ -1,5 +1,6 @@
 #pragma once
 /// What a limit is: the algorithm and its parameters, and what to do when the backend fails.
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -8,10 +9,32 @@
 
 namespace sluice {
 
+/// How a limit counts. Buckets take `capacity` and `refill_per_second`; windows take `limit`
+/// and `window`. docs/ALGORITHMS.md compares them.
 enum class algorithm {
   /// Holds up to `capacity` tokens and refills `refill_per_second`; a request spends `cost`.
   token_bucket,
+  /// The generic cell rate algorithm: a token bucket kept as one timestamp (the theoretical
+  /// arrival time, in microseconds). Same parameters and nearly the same decisions as
+  /// token_bucket (time per token is rounded to a whole microsecond), smaller state.
+  gcra,
+  /// At most `limit` in any `window`, exactly: a log of the admitted requests' times (one
+  /// entry per distinct millisecond), so its memory grows with the limit
+  /// (max_sliding_window_limit).
+  sliding_window,
+  /// Cloudflare's approximation of a sliding window: the previous aligned window's count,
+  /// weighted by how much of it still overlaps, plus the current one's. Constant state;
+  /// never more than `limit` in an aligned window, fewer than 2 x `limit` in any window.
+  sliding_window_counter,
+  /// At most `limit` per window aligned to the Unix epoch (a quota): constant state.
+  fixed_window,
 };
+
+/// True for the algorithms that take `limit` and `window` instead of a bucket's parameters.
+constexpr bool is_window(algorithm a) noexcept {
+  return a == algorithm::sliding_window || a == algorithm::sliding_window_counter ||
+         a == algorithm::fixed_window;
+}
 
 /// What a check decides when its backend (Redis) fails or does not answer in time.
 enum class failure_mode {
@@ -27,11 +50,22 @@ inline constexpr std::uint64_t max_capacity = 1'000'000'000;
 /// exact; a rate is rounded to the nearest 0.001 and must be at least that.
 inline constexpr double min_refill_per_second = 0.001;
 inline constexpr double max_refill_per_second = 1e9;
-
+/// gcra keeps time in whole microseconds: at most a million per second, and a full burst
+/// (capacity / rate) must fit in 10^15 us (about 31 years).
+inline constexpr double max_gcra_refill_per_second = 1e6;
+/// Windows: from 1 ms to 366 days.
+inline constexpr std::chrono::milliseconds max_window{366LL * 24 * 3600 * 1000};
+/// sliding_window stores one entry per distinct millisecond with admitted requests, up to
+/// `limit` entries per key (16 bytes each in memory, about 20 on Redis).
+inline constexpr std::uint64_t max_sliding_window_limit = 10'000;
 struct policy {
   sluice::algorithm algorithm = sluice::algorithm::token_bucket;
+  // Buckets (token_bucket, gcra); 0 for windows.
   std::uint64_t capacity = 0;      ///< burst size, in tokens: 1..max_capacity
   double refill_per_second = 0.0;  ///< tokens added per second: min..max_refill_per_second
+  // Windows (sliding_window, sliding_window_counter, fixed_window); 0 for buckets.
+  std::uint64_t limit = 0;             ///< requests (in cost units) per window: 1..max_capacity
+  std::chrono::milliseconds window{0};  ///< 1 ms..max_window
   failure_mode on_failure = failure_mode::open;
   /// Remember the backend's denials in-process and deny the same key again locally until
   /// its retry time, without a round trip. Never admits anything locally, so decisions
@@ -39,9 +73,16 @@ struct policy {
   bool cache_denials = false;
 };
 
-/// An empty error_code when `p` is usable, else the errc that says which field is wrong.
+/// The most a request may cost: `capacity` for buckets, `limit` for windows. Decisions
+/// report it as their `limit`.
+constexpr std::uint64_t limit_of(const policy& p) noexcept {
+  return is_window(p.algorithm) ? p.limit : p.capacity;
+}
+
+/// An empty error_code when `p` is usable, else the errc that says which field is wrong
+/// (a bucket's parameters on a window, or the reverse, is errc::mismatched_parameters).
 std::error_code validate(const policy& p) noexcept;
-/// validate(p), then the key (non-empty, at most max_key_size) and the cost (1..capacity).
+/// validate(p), then the key (non-empty, at most max_key_size) and the cost (1..limit_of(p)).
 std::error_code validate(std::string_view key, const policy& p, std::uint64_t cost) noexcept;
 
 std::string_view to_string(algorithm a) noexcept;

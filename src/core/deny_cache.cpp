@@ -25,11 +25,13 @@ std::optional<decision> deny_cache::lookup(std::string_view key, const policy& p
     return std::nullopt;
   }
   // Only a request at least as expensive, under the same limit, is surely still denied.
-  if (e.capacity != p.capacity || e.refill_per_second != p.refill_per_second || cost < e.cost) {
+  if (e.algorithm != p.algorithm || e.capacity != p.capacity ||
+      e.refill_per_second != p.refill_per_second || e.limit != p.limit || e.window != p.window ||
+      cost < e.cost) {
     return std::nullopt;
   }
   decision d;
-  d.limit = p.capacity;
+  d.limit = limit_of(p);
   d.remaining = e.remaining;
   d.retry_after = std::chrono::milliseconds{ceil_div(e.retry_at_us - now, 1000)};
   d.reset_after = std::chrono::milliseconds{ceil_div(std::max<std::int64_t>(0, e.reset_at_us - now), 1000)};
@@ -39,8 +41,11 @@ std::optional<decision> deny_cache::lookup(std::string_view key, const policy& p
 void deny_cache::remember(std::string_view key, const policy& p, std::uint64_t cost,
                           const decision& d) {
   const std::int64_t now = clock_->now().count();
-  const entry e{p.capacity,
+  const entry e{p.algorithm,
+                p.capacity,
                 p.refill_per_second,
+                p.limit,
+                p.window,
                 cost,
                 d.remaining,
                 now + std::chrono::microseconds(d.retry_after).count(),

@@ -31,8 +31,11 @@ class deny_cache {
 
  private:
   struct entry {
+    sluice::algorithm algorithm = sluice::algorithm::token_bucket;
     std::uint64_t capacity = 0;
     double refill_per_second = 0;
+    std::uint64_t limit = 0;
+    std::chrono::milliseconds window{0};
     std::uint64_t cost = 0;
     std::uint64_t remaining = 0;
     std::int64_t retry_at_us = 0;

@@ -18,13 +18,24 @@ class category_impl final : public std::error_category {
       case errc::invalid_cost:
         return "cost must be at least 1";
       case errc::cost_exceeds_capacity:
-        return "cost exceeds the policy's capacity";
+        return "cost exceeds the policy's capacity (or limit)";
       case errc::invalid_capacity:
         return "capacity must be 1..1000000000";
       case errc::invalid_refill_rate:
         return "refill_per_second must be a finite number in 0.001..1e9";
+      case errc::invalid_gcra_rate:
+        return "gcra: refill_per_second must be at most 1e6, and capacity / refill_per_second "
+               "at most 1e9 seconds";
       case errc::unsupported_algorithm:
         return "algorithm is not supported by this backend";
+      case errc::invalid_limit:
+        return "limit must be 1..1000000000 (sliding_window: 1..10000; sliding_window_counter: "
+               "limit x window_ms at most 4e15)";
+      case errc::invalid_window:
+        return "window must be 1 ms..366 days";
+      case errc::mismatched_parameters:
+        return "token_bucket and gcra take capacity and refill_per_second; sliding_window, "
+               "sliding_window_counter and fixed_window take limit and window";
       case errc::backend_timeout:
         return "backend did not answer within the timeout";
       case errc::backend_unavailable:

@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "algorithm/token_bucket.hpp"
+#include "algorithm/limit.hpp"
 #include "core/burst_log.hpp"
 #include "core/deny_cache.hpp"
 
@@ -41,24 +41,8 @@ struct limiter::state {
 
   // What `open` or `closed` decides without asking anyone.
   static decision synthetic(const policy& p, std::uint64_t cost, bool allow) noexcept {
-    decision d;
-    d.limit = p.capacity;
-    const auto params = detail::to_params(p, cost);
-    if (allow) {
-      // As if the bucket were full: the most a client could have been granted. It is full
-      // again once `cost` has refilled, as a real decision would say.
-      d.allowed = true;
-      d.remaining = p.capacity - cost;
-      d.reset_after =
-          std::chrono::milliseconds{detail::ceil_div(params.cost_ut, params.rate_ut_per_ms)};
-    } else {
-      // As if the bucket were empty: retry when `cost` tokens would have refilled.
-      d.retry_after =
-          std::chrono::milliseconds{detail::ceil_div(params.cost_ut, params.rate_ut_per_ms)};
-      d.reset_after =
-          std::chrono::milliseconds{detail::ceil_div(params.capacity_ut, params.rate_ut_per_ms)};
-    }
-    return d;
+    return detail::to_decision(detail::limit_assumed(detail::to_limit_params(p, cost), allow),
+                               limit_of(p));
   }
 
   // The decision of the policy's failure mode after the primary backend failed with `ec`.
@@ -81,7 +65,7 @@ struct limiter::state {
         // The memory backend cannot fail; if it ever did, fail closed rather than open.
         if (fallback->decide(key, p, cost, d)) {
           d = decision{};
-          d.limit = p.capacity;
+          d.limit = limit_of(p);
         }
         break;
     }
@@ -95,8 +79,15 @@ struct limiter::state {
   std::optional<std::vector<decision>> precheck_all(std::span<const check_item> items,
                                                     std::error_code& ec) {
     ec.clear();
-    for (const auto& it : items) {
-      if ((ec = validate(it.key, it.policy, it.cost))) {
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const auto& it = items[i];
+      ec = validate(it.key, it.policy, it.cost);
+      // One key holds one algorithm's state: two algorithms on it in one call is nonsense.
+      for (std::size_t j = 0; !ec && j < i; ++j) {
+        if (items[j].key == it.key && items[j].policy.algorithm != it.policy.algorithm)
+          ec = errc::mismatched_parameters;
+      }
+      if (ec) {
         invalid.fetch_add(1, std::memory_order_relaxed);
         return std::vector<decision>{};
       }
@@ -175,7 +166,7 @@ struct limiter::state {
         } else if (lec || ds.size() != local.size()) {
           // The memory backend cannot fail; if it ever did, fail closed rather than open.
           d = decision{};
-          d.limit = local[j].policy.capacity;
+          d.limit = limit_of(local[j].policy);
         } else {
           d = ds[j];
         }

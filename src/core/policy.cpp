@@ -3,10 +3,19 @@
 
 #include <cmath>
 
-namespace sluice {
+#include "algorithm/limit.hpp"
 
-std::error_code validate(const policy& p) noexcept {
-  if (p.algorithm != algorithm::token_bucket) return errc::unsupported_algorithm;
+namespace sluice {
+namespace {
+
+// A full gcra burst (capacity x T, in us) stays within 1e15 so that TAT plus it stays below
+// 2^53 for Lua's doubles.
+constexpr std::int64_t max_gcra_burst_us = 1'000'000'000'000'000;
+// sliding_window_counter's weighted sum is below 2 x limit x window_ms: under 2^53.
+constexpr double max_counter_limit_window = 4e15;
+
+std::error_code validate_bucket(const policy& p) noexcept {
+  if (p.limit != 0 || p.window.count() != 0) return errc::mismatched_parameters;
   if (p.capacity < 1 || p.capacity > max_capacity) return errc::invalid_capacity;
   // The rate is kept as whole milli-tokens per second; below half of one it would round
   // to zero and never refill. `!(x >= y)` also catches NaN.
@@ -14,7 +23,41 @@ std::error_code validate(const policy& p) noexcept {
       p.refill_per_second > max_refill_per_second) {
     return errc::invalid_refill_rate;
   }
+  if (p.algorithm == algorithm::gcra) {
+    if (p.refill_per_second > max_gcra_refill_per_second) return errc::invalid_gcra_rate;
+    const std::int64_t t = detail::gcra_time_per_token_us(p.refill_per_second);
+    if (t < 1 || static_cast<std::int64_t>(p.capacity) > max_gcra_burst_us / t)
+      return errc::invalid_gcra_rate;
+  }
   return {};
+}
+
+std::error_code validate_window(const policy& p) noexcept {
+  if (p.capacity != 0 || p.refill_per_second != 0.0) return errc::mismatched_parameters;
+  if (p.limit < 1 || p.limit > max_capacity) return errc::invalid_limit;
+  if (p.window.count() < 1 || p.window > max_window) return errc::invalid_window;
+  if (p.algorithm == algorithm::sliding_window && p.limit > max_sliding_window_limit)
+    return errc::invalid_limit;
+  if (p.algorithm == algorithm::sliding_window_counter &&
+      static_cast<double>(p.limit) * static_cast<double>(p.window.count()) >
+          max_counter_limit_window)
+    return errc::invalid_limit;
+  return {};
+}
+
+}  // namespace
+
+std::error_code validate(const policy& p) noexcept {
+  switch (p.algorithm) {
+    case algorithm::token_bucket:
+    case algorithm::gcra:
+      return validate_bucket(p);
+    case algorithm::sliding_window:
+    case algorithm::sliding_window_counter:
+    case algorithm::fixed_window:
+      return validate_window(p);
+  }
+  return errc::unsupported_algorithm;
 }
 
 std::error_code validate(std::string_view key, const policy& p, std::uint64_t cost) noexcept {
@@ -22,13 +65,17 @@ std::error_code validate(std::string_view key, const policy& p, std::uint64_t co
   if (key.empty()) return errc::empty_key;
   if (key.size() > max_key_size) return errc::key_too_long;
   if (cost < 1) return errc::invalid_cost;
-  if (cost > p.capacity) return errc::cost_exceeds_capacity;
+  if (cost > limit_of(p)) return errc::cost_exceeds_capacity;
   return {};
 }
 
 std::string_view to_string(algorithm a) noexcept {
   switch (a) {
     case algorithm::token_bucket: return "token_bucket";
+    case algorithm::gcra: return "gcra";
+    case algorithm::sliding_window: return "sliding_window";
+    case algorithm::sliding_window_counter: return "sliding_window_counter";
+    case algorithm::fixed_window: return "fixed_window";
   }
   return "unknown";
 }
@@ -43,7 +90,10 @@ std::string_view to_string(failure_mode m) noexcept {
 }
 
 std::optional<algorithm> parse_algorithm(std::string_view s) noexcept {
-  if (s == "token_bucket") return algorithm::token_bucket;
+  for (const auto a : {algorithm::token_bucket, algorithm::gcra, algorithm::sliding_window,
+                       algorithm::sliding_window_counter, algorithm::fixed_window}) {
+    if (s == to_string(a)) return a;
+  }
   return std::nullopt;
 }
 

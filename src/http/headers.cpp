@@ -93,10 +93,14 @@ std::chrono::seconds ceil_seconds(std::chrono::milliseconds d) noexcept {
 
 std::uint64_t policy_window_seconds(const sluice::policy& p) noexcept {
   if (sluice::validate(p)) return 1;
-  // The rate the limiter really uses (whole milli-tokens per second), not the configured
-  // double: 0.0015/s refills as 0.002/s, so its window is 500 s, not 667.
-  const auto params = sluice::detail::to_params(p, 1);
-  const auto full_ms = (params.capacity_ut + params.rate_ut_per_ms - 1) / params.rate_ut_per_ms;
+  // A window's own length; a bucket's time to fill from empty, at the rate the limiter
+  // really uses (whole milli-tokens per second, not the configured double: 0.0015/s refills
+  // as 0.002/s, so its window is 500 s, not 667).
+  std::int64_t full_ms = p.window.count();
+  if (!sluice::is_window(p.algorithm)) {
+    const auto params = sluice::detail::to_params(p, 1);
+    full_ms = (params.capacity_ut + params.rate_ut_per_ms - 1) / params.rate_ut_per_ms;
+  }
   return std::max<std::uint64_t>(1, static_cast<std::uint64_t>((full_ms + 999) / 1000));
 }
 
@@ -127,7 +131,7 @@ std::vector<header_field> rate_limit_headers(const decision& d, std::string_view
   h.push_back({"X-RateLimit-Remaining", u64(d.remaining)});
   h.push_back({"X-RateLimit-Reset", u64(reset)});
   h.push_back(
-      {"RateLimit-Policy", name + ";q=" + u64(p.capacity) + ";w=" + u64(policy_window_seconds(p))});
+      {"RateLimit-Policy", name + ";q=" + u64(sluice::limit_of(p)) + ";w=" + u64(policy_window_seconds(p))});
   h.push_back({"RateLimit", name + ";r=" + u64(d.remaining) + ";t=" + u64(t)});
   if (!d.allowed) h.push_back({"Retry-After", u64(retry_after_header_seconds(d))});
   return h;

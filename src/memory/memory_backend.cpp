@@ -1,8 +1,8 @@
-// The memory backend: the token-bucket math of src/algorithm on a sharded hash table.
+// The memory backend: the decision math of src/algorithm on a sharded hash table.
 //
 // Speed (docs/BENCHMARKS.md, part d): each key is hashed once; the high bits pick the shard,
 // the low bits the slot. A shard is an open-addressing table (linear probing) of one-cache-line
-// slots that hold the bucket and, for keys up to 27 bytes, the key itself, so a lookup over a
+// slots that hold the state and, for keys up to 28 bytes, the key itself, so a lookup over a
 // working set far larger than the caches costs about one memory access instead of the three
 // of a node-based map. Large tables ask the kernel for transparent huge pages, which spares
 // a TLB miss per lookup (expensive under virtualisation).
@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "algorithm/limit.hpp"
 #include "algorithm/token_bucket.hpp"
 
 namespace sluice {
@@ -90,15 +91,20 @@ bool same_bytes(const char* a, const char* b, std::size_t n) noexcept {
   return true;
 }
 
-// One bucket; exactly one cache line.
+// One key's state; exactly one cache line. The state's words mean what limit_state's do
+// for the slot's algorithm, except: sliding_window_counter keeps both counts in `y` (each
+// at most max_capacity < 2^32: current in the low half, previous in the high half), and
+// sliding_window keeps its log in a separate allocation whose pointer is in `x`.
 struct alignas(64) slot {
-  static constexpr std::size_t inline_key_size = 27;
+  static constexpr std::size_t inline_key_size = 28;
 
   std::uint64_t hash;
-  detail::token_bucket_state bucket;
-  std::int64_t full_at_ms;  // from then on the bucket is full: the slot can go
-  std::uint32_t key_size;   // 0: empty slot (keys are never empty)
+  std::int64_t x;
+  std::int64_t y;
+  std::int64_t expires_ms;  // from then on the state decides as no state: the slot can go
+  std::uint16_t key_size;   // 0: empty slot (keys are never empty; at most max_key_size)
   bool heap_key;            // key in a separate allocation, its pointer in `key`
+  std::uint8_t algo;        // a sluice::algorithm
   char key[inline_key_size];
 
   bool used() const noexcept { return key_size != 0; }
@@ -108,8 +114,70 @@ struct alignas(64) slot {
     std::memcpy(&p, key, sizeof p);
     return {p, key_size};
   }
+  std::vector<detail::log_entry>* log() const noexcept {
+    return reinterpret_cast<std::vector<detail::log_entry>*>(x);
+  }
 };
 static_assert(sizeof(slot) == 64);
+static_assert(max_key_size <= 0xffff);
+
+// Frees a sliding_window slot's log; the slot then holds a token_bucket's empty state.
+void release_log(slot& s) noexcept {
+  if (s.algo == static_cast<std::uint8_t>(algorithm::sliding_window)) {
+    delete s.log();
+    s.x = 0;
+    s.algo = static_cast<std::uint8_t>(algorithm::token_bucket);
+  }
+}
+
+// The slot's state for a decision of algorithm `a` at now_ms: none once it expired, or
+// when it was written by another algorithm (a key whose policy changed starts afresh).
+std::optional<detail::limit_state> load_state(const slot& s, algorithm a, std::int64_t now_ms) {
+  if (s.expires_ms <= now_ms || s.algo != static_cast<std::uint8_t>(a)) return std::nullopt;
+  detail::limit_state st;
+  switch (a) {
+    case algorithm::sliding_window_counter:
+      st.x = s.x;
+      st.y = static_cast<std::int64_t>(static_cast<std::uint64_t>(s.y) & 0xffffffffu);
+      st.z = static_cast<std::int64_t>(static_cast<std::uint64_t>(s.y) >> 32);
+      break;
+    case algorithm::sliding_window:
+      st.log = *s.log();
+      break;
+    default:
+      st.x = s.x;
+      st.y = s.y;
+  }
+  return st;
+}
+
+void store_state(slot& s, algorithm a, detail::limit_state&& st, std::int64_t expires_ms) {
+  s.expires_ms = expires_ms;
+  if (a == algorithm::sliding_window) {
+    if (s.algo == static_cast<std::uint8_t>(a)) {
+      *s.log() = std::move(st.log);
+    } else {
+      s.x = reinterpret_cast<std::int64_t>(new std::vector<detail::log_entry>(std::move(st.log)));
+      s.algo = static_cast<std::uint8_t>(a);
+    }
+    s.y = 0;
+    return;
+  }
+  release_log(s);
+  s.algo = static_cast<std::uint8_t>(a);
+  s.x = st.x;
+  s.y = a == algorithm::sliding_window_counter
+            ? static_cast<std::int64_t>(static_cast<std::uint64_t>(st.y) |
+                                        (static_cast<std::uint64_t>(st.z) << 32))
+            : st.y;
+}
+
+// When a state kept from now_ms for `reset_ms` stops mattering. gcra's reset is rounded up
+// from microseconds and now_ms down, hence one more ms so that it never goes too early
+// (keeping a state longer than needed changes no decision).
+std::int64_t expiry(algorithm a, std::int64_t now_ms, std::int64_t reset_ms) noexcept {
+  return now_ms + reset_ms + (a == algorithm::gcra ? 1 : 0);
+}
 
 // An open-addressing table with linear probing and backward-shift deletion (no tombstones).
 // Not thread-safe: its shard's mutex guards it.
@@ -119,7 +187,7 @@ class bucket_table {
   bucket_table(const bucket_table&) = delete;
   bucket_table& operator=(const bucket_table&) = delete;
   ~bucket_table() {
-    for (std::size_t i = 0; i < capacity_; ++i) free_key(slots_[i]);
+    for (std::size_t i = 0; i < capacity_; ++i) free_owned(slots_[i]);
     release(slots_, capacity_);
   }
 
@@ -137,15 +205,16 @@ class bucket_table {
     }
   }
 
-  // Inserts a key known to be absent.
-  void insert(std::uint64_t h, std::string_view key, detail::token_bucket_state b,
-              std::int64_t full_at_ms) {
+  // Inserts a key known to be absent, with no state (the caller stores one).
+  slot& insert(std::uint64_t h, std::string_view key) {
     if ((size_ + 1) * 4 > capacity_ * 3) grow();
     slot& s = slots_[free_index(slots_, mask_, h)];
     s.hash = h;
-    s.bucket = b;
-    s.full_at_ms = full_at_ms;
-    s.key_size = static_cast<std::uint32_t>(key.size());
+    s.x = 0;
+    s.y = 0;
+    s.expires_ms = 0;
+    s.algo = static_cast<std::uint8_t>(algorithm::token_bucket);
+    s.key_size = static_cast<std::uint16_t>(key.size());
     s.heap_key = key.size() > slot::inline_key_size;
     if (s.heap_key) {
       char* p = new char[key.size()];
@@ -155,6 +224,7 @@ class bucket_table {
       std::memcpy(s.key, key.data(), key.size());
     }
     ++size_;
+    return s;
   }
 
   // Removes every slot for which pred(slot) is true. O(capacity), in place: a slot that
@@ -165,7 +235,7 @@ class bucket_table {
   void erase_if(Pred pred) {
     for (std::size_t i = 0; i < capacity_; ++i) {
       while (slots_[i].used() && pred(slots_[i])) {
-        free_key(slots_[i]);
+        free_owned(slots_[i]);
         erase_at(i);
       }
     }
@@ -176,7 +246,7 @@ class bucket_table {
     if (size_ == 0) return;
     std::size_t i = h & mask_;
     while (!slots_[i].used()) i = (i + 1) & mask_;
-    free_key(slots_[i]);
+    free_owned(slots_[i]);
     erase_at(i);
   }
 
@@ -242,8 +312,11 @@ class bucket_table {
     }
   }
 
-  static void free_key(slot& s) noexcept {
-    if (s.used() && s.heap_key) delete[] s.key_view().data();
+  // What a used slot owns: a long key, a sliding_window log.
+  static void free_owned(slot& s) noexcept {
+    if (!s.used()) return;
+    if (s.heap_key) delete[] s.key_view().data();
+    release_log(s);
   }
 
   slot* slots_ = nullptr;
@@ -274,27 +347,35 @@ class memory_backend final : public backend {
 
   std::error_code decide(std::string_view key, const policy& p, std::uint64_t cost,
                          decision& out) override {
-    const std::int64_t now_ms = clock_->now().count() / 1000;
-    const auto params = detail::to_params(p, cost);
+    const std::int64_t now_us = clock_->now().count();
+    const std::int64_t now_ms = now_us / 1000;
     const std::uint64_t h = hash_key(key);
     // The slot index uses the low bits; the shard takes the high ones, so the two stay
     // independent.
     shard& s = shards_[(h >> 32) % shards_.size()];
     std::lock_guard lock(s.mu);
-
     slot* found = s.table.find(h, key);
+
+    if (p.algorithm != algorithm::token_bucket) {
+      out = decide_generic(s, found, h, key, p, cost, now_us);
+      return {};
+    }
+    // The default algorithm's path, kept free of the generic state's vector.
+    const auto params = detail::to_params(p, cost);
     std::optional<detail::token_bucket_state> prev;
-    if (found != nullptr && found->full_at_ms > now_ms) prev = found->bucket;
+    if (found != nullptr && found->expires_ms > now_ms &&
+        found->algo == static_cast<std::uint8_t>(algorithm::token_bucket))
+      prev = detail::token_bucket_state{found->x, found->y};
 
     const auto o = detail::token_bucket_decide(params, prev, now_ms);
     if (o.allowed) {
       const std::int64_t full_at_ms = now_ms + o.reset_after_ms;
-      if (found != nullptr) {
-        found->bucket = o.next;
-        found->full_at_ms = full_at_ms;
-      } else {
-        insert(s, h, key, now_ms, o.next, full_at_ms);
-      }
+      slot& f = found != nullptr ? *found : insert(s, h, key, now_ms);
+      release_log(f);
+      f.algo = static_cast<std::uint8_t>(algorithm::token_bucket);
+      f.x = o.next.level_ut;
+      f.y = o.next.ts_ms;
+      f.expires_ms = full_at_ms;
       s.next_sweep_ms = std::min(s.next_sweep_ms, full_at_ms);
     }
     out = detail::to_decision(o, p.capacity);
@@ -316,59 +397,58 @@ class memory_backend final : public backend {
       out.resize(1);
       return decide(items[0].key, items[0].policy, items[0].cost, out[0]);
     }
-    const std::int64_t now_ms = clock_->now().count() / 1000;
-    // Distinct keys become buckets (items on one key spend from one bucket). A linear
-    // search: a call holds a handful of items (the rules matching one request).
-    struct bucket_ref {
+    const std::int64_t now_us = clock_->now().count();
+    const std::int64_t now_ms = now_us / 1000;
+    // Distinct keys get one state each (items on one key spend from it). A linear search:
+    // a call holds a handful of items (the rules matching one request).
+    struct key_ref {
       std::uint64_t hash;
       std::string_view key;
       std::size_t shard;
+      algorithm algo;  // the first item's; the limiter refuses two on one key
     };
-    std::vector<bucket_ref> buckets;
-    std::vector<detail::token_bucket_item> math(items.size());
+    std::vector<key_ref> keys;
+    std::vector<detail::limit_item> math(items.size());
     for (std::size_t i = 0; i < items.size(); ++i) {
       const std::uint64_t h = hash_key(items[i].key);
       std::size_t b = 0;
-      while (b < buckets.size() && !(buckets[b].hash == h && buckets[b].key == items[i].key)) ++b;
-      if (b == buckets.size()) buckets.push_back({h, items[i].key, (h >> 32) % shards_.size()});
-      math[i] = {detail::to_params(items[i].policy, items[i].cost), b};
+      while (b < keys.size() && !(keys[b].hash == h && keys[b].key == items[i].key)) ++b;
+      if (b == keys.size())
+        keys.push_back({h, items[i].key, (h >> 32) % shards_.size(), items[i].policy.algorithm});
+      math[i] = {detail::to_limit_params(items[i].policy, items[i].cost), b};
     }
     // Every shard involved is locked, each once, in ascending order: two calls can never
     // wait for each other in a cycle, and decide() holds only one shard at a time.
     std::vector<std::size_t> order;
-    order.reserve(buckets.size());
-    for (const auto& b : buckets) order.push_back(b.shard);
+    order.reserve(keys.size());
+    for (const auto& b : keys) order.push_back(b.shard);
     std::sort(order.begin(), order.end());
     order.erase(std::unique(order.begin(), order.end()), order.end());
     std::vector<std::unique_lock<std::mutex>> locks;
     locks.reserve(order.size());
     for (const auto i : order) locks.emplace_back(shards_[i].mu);
 
-    std::vector<std::optional<detail::token_bucket_state>> prev(buckets.size());
-    for (std::size_t b = 0; b < buckets.size(); ++b) {
-      const slot* f = shards_[buckets[b].shard].table.find(buckets[b].hash, buckets[b].key);
-      if (f != nullptr && f->full_at_ms > now_ms) prev[b] = f->bucket;
+    std::vector<std::optional<detail::limit_state>> prev(keys.size());
+    for (std::size_t b = 0; b < keys.size(); ++b) {
+      const slot* f = shards_[keys[b].shard].table.find(keys[b].hash, keys[b].key);
+      if (f != nullptr) prev[b] = load_state(*f, keys[b].algo, now_ms);
     }
-    const auto m = detail::token_bucket_decide_all(math, prev, now_ms);
+    auto m = detail::limit_decide_all(math, prev, now_us);
     if (m.allowed) {
-      for (std::size_t b = 0; b < buckets.size(); ++b) {
+      for (std::size_t b = 0; b < keys.size(); ++b) {
         if (!m.next[b]) continue;
-        shard& s = shards_[buckets[b].shard];
-        const std::int64_t full_at_ms = now_ms + m.ttl_ms[b];
+        shard& s = shards_[keys[b].shard];
+        const std::int64_t expires_ms = expiry(keys[b].algo, now_ms, m.ttl_ms[b]);
         // Re-found: an insert into the same shard may have moved slots around.
-        slot* f = s.table.find(buckets[b].hash, buckets[b].key);
-        if (f != nullptr) {
-          f->bucket = *m.next[b];
-          f->full_at_ms = full_at_ms;
-        } else {
-          insert(s, buckets[b].hash, buckets[b].key, now_ms, *m.next[b], full_at_ms);
-        }
-        s.next_sweep_ms = std::min(s.next_sweep_ms, full_at_ms);
+        slot* f = s.table.find(keys[b].hash, keys[b].key);
+        slot& dst = f != nullptr ? *f : insert(s, keys[b].hash, keys[b].key, now_ms);
+        store_state(dst, keys[b].algo, std::move(*m.next[b]), expires_ms);
+        s.next_sweep_ms = std::min(s.next_sweep_ms, expires_ms);
       }
     }
     out.reserve(items.size());
     for (std::size_t i = 0; i < items.size(); ++i) {
-      out.push_back(detail::to_decision(m.items[i], items[i].policy.capacity));
+      out.push_back(detail::to_decision(m.items[i], limit_of(items[i].policy)));
     }
     return {};
   }
@@ -389,8 +469,8 @@ class memory_backend final : public backend {
       std::int64_t next = std::numeric_limits<std::int64_t>::max();
       const std::size_t before = s.table.size();
       s.table.erase_if([&](const slot& e) {
-        if (e.full_at_ms <= now_ms) return true;
-        next = std::min(next, e.full_at_ms);
+        if (e.expires_ms <= now_ms) return true;
+        next = std::min(next, e.expires_ms);
         return false;
       });
       s.next_sweep_ms = next;
@@ -404,11 +484,28 @@ class memory_backend final : public backend {
     }
   }
 
-  void insert(shard& s, std::uint64_t h, std::string_view key, std::int64_t now_ms,
-              const detail::token_bucket_state& b, std::int64_t full_at_ms) {
+  slot& insert(shard& s, std::uint64_t h, std::string_view key, std::int64_t now_ms) {
     make_room(s, now_ms, h);
-    s.table.insert(h, key, b, full_at_ms);
+    slot& f = s.table.insert(h, key);
     keys_.fetch_add(1, std::memory_order_relaxed);
+    return f;
+  }
+
+  // Every algorithm but the token bucket, on the shard `s` (locked) where `found` is the
+  // key's slot or null.
+  decision decide_generic(shard& s, slot* found, std::uint64_t h, std::string_view key,
+                          const policy& p, std::uint64_t cost, std::int64_t now_us) {
+    const std::int64_t now_ms = now_us / 1000;
+    std::optional<detail::limit_state> state;
+    if (found != nullptr) state = load_state(*found, p.algorithm, now_ms);
+    const auto o = detail::limit_decide(detail::to_limit_params(p, cost), state, now_us);
+    if (o.allowed) {
+      const std::int64_t expires_ms = expiry(p.algorithm, now_ms, o.reset_after_ms);
+      slot& f = found != nullptr ? *found : insert(s, h, key, now_ms);
+      store_state(f, p.algorithm, std::move(*state), expires_ms);
+      s.next_sweep_ms = std::min(s.next_sweep_ms, expires_ms);
+    }
+    return detail::to_decision(o, limit_of(p));
   }
 
   std::shared_ptr<const clock> clock_;

@@ -1,0 +1,38 @@
+#pragma once
+// The per-algorithm steps behind limit.hpp's dispatch. Each `*_decide` has limit_decide's
+// contract; each `*_status` says what remaining and reset_after_ms are as the state is.
+#include "algorithm/limit.hpp"
+
+namespace sluice::detail {
+
+struct limit_status {
+  std::int64_t remaining = 0;
+  std::int64_t reset_after_ms = 0;
+};
+
+limit_outcome gcra_decide(const limit_params& p, std::optional<limit_state>& s, std::int64_t now_us);
+limit_status gcra_status(const limit_params& p, const std::optional<limit_state>& s,
+                         std::int64_t now_us);
+
+limit_outcome fixed_window_decide(const limit_params& p, std::optional<limit_state>& s,
+                                  std::int64_t now_ms);
+limit_status fixed_window_status(const limit_params& p, const std::optional<limit_state>& s,
+                                 std::int64_t now_ms);
+
+limit_outcome sliding_window_counter_decide(const limit_params& p, std::optional<limit_state>& s,
+                                            std::int64_t now_ms);
+limit_status sliding_window_counter_status(const limit_params& p,
+                                           const std::optional<limit_state>& s,
+                                           std::int64_t now_ms);
+
+limit_outcome sliding_window_decide(const limit_params& p, std::optional<limit_state>& s,
+                                    std::int64_t now_ms);
+limit_status sliding_window_status(const limit_params& p, const std::optional<limit_state>& s,
+                                   std::int64_t now_ms);
+
+/// floor(a / b) for b > 0 and any a (C++ division truncates towards zero).
+constexpr std::int64_t floor_div(std::int64_t a, std::int64_t b) noexcept {
+  return a / b - (a % b != 0 && a < 0 ? 1 : 0);
+}
+
+}  // namespace sluice::detail
