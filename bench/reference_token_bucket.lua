@@ -1,6 +1,6 @@
 -- The reference token bucket: the script of the seed post "Rate Limiting in Go with Redis and
 -- Lua: A Token Bucket That Doesn't Race" (../shared/seed/), copied unchanged but for these
--- comments. scripts/bench measures it beside lua/token_bucket.lua; Sluice does not use it.
+-- comments. scripts/bench measures it beside lua/decide.lua; Sluice does not use it.
 -- KEYS[1]  the bucket (a hash with fields tokens, ts)
 -- ARGV[1]  capacity (tokens)   ARGV[2]  refill per second   ARGV[3]  tokens requested
 -- Reply:   {allowed 0|1, floor(tokens)}

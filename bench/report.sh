@@ -85,8 +85,8 @@ $( [ "$quick" = 1 ] && echo "
 | (same, one \`async_check\` chain with run_on: median of 3 back-to-back rounds) | | ${pair_loop_p50%% *}x ${pair_loop_p50#* } | $(verdict "${pair_loop_p50%% *}" "<=" 1.2) |
 | Redis CPU per decision <= 0.5x the reference: the library as used (50 callers, batched, INFO cpu / checks) vs the reference under redis-benchmark -c 50 -P 16 | $(f lib_async_50.cpu_us_per_decision) us vs $(f rb_ref_c50_P16.cpu_us_per_call) us | ${cpu_lib_vs_p16}x | $(verdict "$cpu_lib_vs_p16" "<=" 0.5) |
 | (same, run_on, 50 callers) | $(f lib_loop_50.cpu_us_per_decision) us vs $(f rb_ref_c50_P16.cpu_us_per_call) us | ${cpu_loop_vs_p16}x | $(verdict "$cpu_loop_vs_p16" "<=" 0.5) |
-| (same, script for script: lua/token_bucket_batch.lua with 16 keys per call vs the reference, both under redis-benchmark -c 50 -P 16) | $(f var_batch16.cpu_us_per_decision) us vs $(f var_reference.cpu_us_per_decision) us | ${cpu_batch16}x | $(verdict "$cpu_batch16" "<=" 0.5) |
-| (same, the single-key lua/token_bucket.lua, which a lone check uses) | $(f rb_sluice_c50_P16.cpu_us_per_call) us vs $(f rb_ref_c50_P16.cpu_us_per_call) us | ${cpu_script}x | $(verdict "$cpu_script" "<=" 0.5) |
+| (same, script for script: lua/decide_batch.lua with 16 keys per call vs the reference, both under redis-benchmark -c 50 -P 16) | $(f var_batch16.cpu_us_per_decision) us vs $(f var_reference.cpu_us_per_decision) us | ${cpu_batch16}x | $(verdict "$cpu_batch16" "<=" 0.5) |
+| (same, the single-key lua/decide.lua, which a lone check uses) | $(f rb_sluice_c50_P16.cpu_us_per_call) us vs $(f rb_ref_c50_P16.cpu_us_per_call) us | ${cpu_script}x | $(verdict "$cpu_script" "<=" 0.5) |
 | (same, commandstats usec_per_call of EVALSHA, single-key script) | $(f rb_sluice_c50_P16.usec_per_call) us vs $(f rb_ref_c50_P16.usec_per_call) us | ${usec_script}x | $(verdict "$usec_script" "<=" 0.5) |
 | (the library as used vs the reference unpipelined -P 1) | $(f lib_async_50.cpu_us_per_decision) us vs $(f rb_ref_c50_P1.cpu_us_per_call) us | ${cpu_lib_vs_p1}x | $(verdict "$cpu_lib_vs_p1" "<=" 0.5) |
 | Redis bytes per tracked key <= 0.6x the reference ($(f mem_ref.keys) keys) | $(f mem_sluice.bytes_per_key) B vs $(f mem_ref.bytes_per_key) B | ${bytes}x | $(verdict "$bytes" "<=" 0.6) |
@@ -104,7 +104,7 @@ $( [ "$quick" = 1 ] && echo "
 \`redis-benchmark -c C -P P -r 10000 --csv evalsha SHA 1 bucket:__rand_int__ ARGS\`, after
 \`FLUSHALL\`. The reference is [bench/reference_token_bucket.lua](../bench/reference_token_bucket.lua),
 the seed post's script (TIME + HMGET + HSET + PEXPIRE on a hash; ARGV \`100 100 1\`); Sluice's is
-[lua/token_bucket.lua](../lua/token_bucket.lua) (TIME + GET + SET PX on one string; ARGV in
+[lua/decide.lua](../lua/decide.lua) (TIME + GET + SET PX on one string; ARGV in
 micro-tokens \`100000000 100000 1000000\`). Redis CPU: \`INFO cpu\` (user+sys) delta over the run /
 EVALSHA calls; usec_per_call: \`INFO commandstats\` after \`CONFIG RESETSTAT\`.
 
@@ -129,8 +129,8 @@ the calls/s at -P 1, $(ratio rb_sluice_c50_P16.per_sec rb_ref_c50_P16.per_sec)x 
 
 \`sluice_bench_redis --callers N --keys 10000\` ([bench/redis_load.cpp](../bench/redis_load.cpp)):
 \`sluice::limiter\` over \`make_redis_backend\` (one connection; checks queued together go out as
-one call of [lua/token_bucket_batch.lua](../lua/token_bucket_batch.lua), at most \`max_batch\` = 32
-per call and 4 calls in flight; a lone check goes out at once as lua/token_bucket.lua). async: N chains
+one call of [lua/decide_batch.lua](../lua/decide_batch.lua), at most \`max_batch\` = 32
+per call and 4 calls in flight; a lone check goes out at once as lua/decide.lua). async: N chains
 of \`async_check\` on one thread, each issuing its next check when the previous completes (N
 checks in flight); loop: the same chains with the backend's connection on their io_context
 (\`redis_options::run_on\`: one thread does everything, no hand-off between threads per check);
@@ -175,7 +175,7 @@ Redis CPU per decision = \`INFO cpu\` delta / (EVALSHA calls x keys per call).
 | Script | Keys per call | Redis CPU us/decision | vs reference |
 |---|---|---|---|
 EOF
-for v in reference:"reference (seed post)" noop:"return 1 (the EVALSHA floor)" get_set:"GET + SET PX, constant value" time_get_set:"TIME + GET + SET PX, constant value" sluice:"lua/token_bucket.lua" struct:"token_bucket_struct.lua, state as struct.pack (not taken: another stored format)" batch16:"lua/token_bucket_batch.lua, 16 keys per call" batch32:"lua/token_bucket_batch.lua, 32 keys per call" batchv1_16:"token_bucket_batch_v1.lua, the batch script before (GET per key, nested replies, %.0f), 16 keys"; do
+for v in reference:"reference (seed post)" noop:"return 1 (the EVALSHA floor)" get_set:"GET + SET PX, constant value" time_get_set:"TIME + GET + SET PX, constant value" sluice:"lua/decide.lua" struct:"token_bucket_struct.lua, state as struct.pack (not taken: another stored format)" batch16:"lua/decide_batch.lua, 16 keys per call" batch32:"lua/decide_batch.lua, 32 keys per call" batchv1_16:"token_bucket_batch_v1.lua, the batch script before (GET per key, nested replies, %.0f), 16 keys"; do
   n="var_${v%%:*}"
   echo "| ${v#*:} | $(f "$n.keys_per_call") | $(f "$n.cpu_us_per_decision") | $(ratio "$n.cpu_us_per_decision" var_reference.cpu_us_per_decision)x |"
 done

@@ -13,7 +13,10 @@ class clock {
   virtual std::chrono::microseconds now() const noexcept = 0;
 };
 
-/// std::chrono::steady_clock: never goes backwards.
+/// std::chrono::steady_clock moved to the Unix epoch: it never goes backwards, and windows
+/// aligned to the epoch (fixed_window: a 1 d window ends at midnight UTC) start where they
+/// start on Redis, whose clock is Unix time. The offset is taken once per process, so a
+/// later change of the system clock moves nothing.
 class steady_clock final : public clock {
  public:
   std::chrono::microseconds now() const noexcept override;

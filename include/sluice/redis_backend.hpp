@@ -59,7 +59,7 @@ struct redis_options {
   std::size_t max_in_flight = 65536;  ///< more waiting calls fail fast
   /// Single-key decisions (decide, async_decide) that arrive while Redis is busy with
   /// earlier ones are coalesced into one script call of at most this many decisions, each
-  /// decided exactly as on its own (lua/token_bucket_batch.lua). A lone decision is never
+  /// decided exactly as on its own (lua/decide_batch.lua). A lone decision is never
   /// held back. 1: every decision is its own call. 1..1000 (the script puts a call's keys
   /// on Lua's stack, which holds a few thousand values). Standalone and Sentinel; not Cluster.
   std::size_t max_batch = 32;

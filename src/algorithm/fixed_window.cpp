@@ -1,6 +1,8 @@
 // Fixed window: at most `limit` per window aligned to the Unix epoch (now - now % window),
 // the quota form. State: the count and the window it belongs to; a count of an earlier
 // window is no count. lua/prelude.lua (sluice_fixed_window) is the same math.
+#include <algorithm>
+
 #include "algorithm/algorithms.hpp"
 
 namespace sluice::detail {
@@ -35,7 +37,8 @@ limit_outcome fixed_window_decide(const limit_params& p, std::optional<limit_sta
     return o;
   }
   o.retry_after_ms = end;
-  o.remaining = p.a - w.count;
+  // A limit lowered since the count was made can be below it: nothing remains.
+  o.remaining = std::max<std::int64_t>(0, p.a - w.count);
   o.reset_after_ms = w.count > 0 ? end : 0;
   return o;
 }
@@ -43,7 +46,7 @@ limit_outcome fixed_window_decide(const limit_params& p, std::optional<limit_sta
 limit_status fixed_window_status(const limit_params& p, const std::optional<limit_state>& s,
                                  std::int64_t now_ms) {
   const window_count w = current(p, s, now_ms);
-  return {p.a - w.count, w.count > 0 ? w.start + p.b - now_ms : 0};
+  return {std::max<std::int64_t>(0, p.a - w.count), w.count > 0 ? w.start + p.b - now_ms : 0};
 }
 
 }  // namespace sluice::detail

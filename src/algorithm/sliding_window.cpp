@@ -60,7 +60,8 @@ limit_outcome sliding_window_decide(const limit_params& p, std::optional<limit_s
       break;
     }
   }
-  o.remaining = p.a - total;
+  // A limit lowered since the log was written can be below its total: nothing remains.
+  o.remaining = std::max<std::int64_t>(0, p.a - total);
   o.reset_after_ms = log.back().ts_ms + p.b - now_ms;
   return o;
 }
@@ -70,7 +71,7 @@ limit_status sliding_window_status(const limit_params& p, const std::optional<li
   const auto& log = s ? s->log : no_log;
   const std::size_t first = first_live(p, log, now_ms);
   if (first == log.size()) return {p.a, 0};
-  return {p.a - total_from(log, first), log.back().ts_ms + p.b - now_ms};
+  return {std::max<std::int64_t>(0, p.a - total_from(log, first)), log.back().ts_ms + p.b - now_ms};
 }
 
 }  // namespace sluice::detail

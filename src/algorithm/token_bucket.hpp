@@ -1,6 +1,6 @@
 #pragma once
 // The token bucket as a pure step: (state, now, params) -> (outcome, new state).
-// It never reads a clock. lua/token_bucket.lua is the same math, line for line, so Redis
+// It never reads a clock. lua/decide.lua is the same math, line for line, so Redis
 // and memory give the same decision for the same history (tests/integration checks it).
 //
 // Units keep everything integer and exact: time in milliseconds, tokens in micro-tokens
@@ -66,7 +66,7 @@ struct token_bucket_multi_outcome {
   std::vector<std::int64_t> ttl_ms;
 };
 
-/// All-or-nothing over several buckets (lua/token_bucket_multi.lua is the same math). The
+/// All-or-nothing over several buckets (lua/decide_multi.lua is the same math). The
 /// items are decided one after another, each with token_bucket_decide on the state its
 /// bucket has after the earlier allowing items. If all allow, `next` holds what to store.
 /// Otherwise nothing is to be stored and every item's remaining_ut and reset_after_ms

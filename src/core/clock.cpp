@@ -2,9 +2,26 @@
 
 namespace sluice {
 
+namespace {
+
+using std::chrono::microseconds;
+
+microseconds since_epoch(auto t) noexcept {
+  return std::chrono::duration_cast<microseconds>(t.time_since_epoch());
+}
+
+// Unix time minus steady time, read once per process: steady time plus it reads as Unix
+// time (as of the first use) and still never goes backwards.
+microseconds unix_offset() noexcept {
+  static const microseconds offset = since_epoch(std::chrono::system_clock::now()) -
+                                     since_epoch(std::chrono::steady_clock::now());
+  return offset;
+}
+
+}  // namespace
+
 std::chrono::microseconds steady_clock::now() const noexcept {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-      std::chrono::steady_clock::now().time_since_epoch());
+  return since_epoch(std::chrono::steady_clock::now()) + unix_offset();
 }
 
 manual_clock::manual_clock(std::chrono::microseconds start) : now_us_(start.count()) {}

@@ -8,7 +8,7 @@
 #include <boost/asio/post.hpp>
 
 #include "redis/deadline_guard.hpp"
-#include "redis/token_bucket_command.hpp"
+#include "redis/decide_command.hpp"
 
 namespace sluice::redis {
 namespace asio = boost::asio;
@@ -30,8 +30,8 @@ decision_batcher::decision_batcher(asio::io_context& io, std::shared_ptr<connect
                                    batcher_options options)
     : io_(io), conn_(std::move(conn)), options_(without_batching_unbounded(options)) {}
 
-void decision_batcher::submit(std::string full_key, const detail::token_bucket_params& params,
-                              std::uint64_t capacity, decide_handler handler) {
+void decision_batcher::submit(std::string full_key, const detail::limit_params& params,
+                              std::uint64_t limit, decide_handler handler) {
   // The connection's circuit breaker, before anything waits here.
   switch (conn_->current_state()) {
     case connection::state::down:
@@ -57,7 +57,7 @@ void decision_batcher::submit(std::string full_key, const detail::token_bucket_p
     handler(make_error_code(errc::backend_shutting_down), {});
     return;
   }
-  waiting_.push_back({std::move(full_key), params, capacity,
+  waiting_.push_back({std::move(full_key), params, limit,
                       clock::now() + options_.command_timeout, std::move(handler)});
   // While every batch slot is taken, the batch that completes next takes the waiting ones.
   const bool post =
@@ -134,15 +134,15 @@ void decision_batcher::batch_done() {
 void decision_batcher::send_single(pending p) {
   std::string command;
   command.reserve(80 + p.full_key.size());
-  append_token_bucket_command(command, script_call::evalsha, p.full_key, p.params);
+  append_decide_command(command, script_call::evalsha, p.full_key, p.params);
   const auto deadline = p.deadline;
   count_call(1);
   conn_->async_exec_until(
       deadline, std::move(command),
       [self = shared_from_this(), p = std::move(p)](std::error_code ec, reply_ptr reply) mutable {
         decision d;
-        detail::token_bucket_outcome o;
-        if (!ec && parse_token_bucket_reply(*reply, o) == script_reply::noscript) {
+        detail::limit_outcome o;
+        if (!ec && parse_decide_reply(*reply, o) == script_reply::noscript) {
           // The server lost its scripts (SCRIPT FLUSH): send the source once. EVAL caches it
           // again, so later calls go back to EVALSHA.
           self->noscript_.fetch_add(1, std::memory_order_relaxed);
@@ -155,17 +155,17 @@ void decision_batcher::send_single(pending p) {
           self->batch_done();
           if (!g) return;
           std::string eval;
-          append_token_bucket_command(eval, script_call::eval, p.full_key, p.params);
+          append_decide_command(eval, script_call::eval, p.full_key, p.params);
           self->conn_->async_exec_until(
               p.deadline, std::move(eval),
-              [capacity = p.capacity, g](std::error_code ec2, reply_ptr r2) {
+              [limit = p.limit, g](std::error_code ec2, reply_ptr r2) {
                 decision d2;
-                if (!ec2) ec2 = to_decision(*r2, capacity, d2);
+                if (!ec2) ec2 = to_decision(*r2, limit, d2);
                 g->complete(ec2, d2);
               });
           return;
         }
-        if (!ec) ec = to_decision(*reply, p.capacity, d);
+        if (!ec) ec = to_decision(*reply, p.limit, d);
         self->batch_done();
         self->finish(p, ec, d);
       });
@@ -204,17 +204,17 @@ void decision_batcher::append_batch_command(std::string& out, script_call call, 
   std::vector<multi_key> keys;
   keys.reserve(b.size());
   for (const auto& p : b) keys.push_back({p.full_key, p.params});
-  append_token_bucket_batch_command(out, call, keys);
+  append_decide_batch_command(out, call, keys);
 }
 
 void decision_batcher::complete(batch& b, std::error_code ec, const reply_ptr& reply) {
   std::vector<batch_item> items;
-  if (!ec) ec = to_error(parse_token_bucket_batch_reply(*reply, b.size(), items));
+  if (!ec) ec = to_error(parse_decide_batch_reply(*reply, b.size(), items));
   for (std::size_t i = 0; i < b.size(); ++i) {
     if (ec || items[i].ec) {
       finish(b[i], ec ? ec : items[i].ec);
     } else {
-      finish(b[i], {}, detail::to_decision(items[i].outcome, b[i].capacity));
+      finish(b[i], {}, detail::to_decision(items[i].outcome, b[i].limit));
     }
   }
 }

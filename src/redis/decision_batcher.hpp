@@ -1,5 +1,5 @@
 #pragma once
-// Coalesces concurrent single-key decisions into one script call (lua/token_bucket_batch.lua)
+// Coalesces concurrent single-key decisions into one script call (lua/decide_batch.lua)
 // on one connection, so that Redis runs one EVALSHA and one TIME for many decisions: most of
 // a decision's Redis CPU is the per-call cost (docs/BENCHMARKS.md, "where a decision's Redis
 // CPU goes").
@@ -27,9 +27,9 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "algorithm/token_bucket.hpp"
+#include "algorithm/limit.hpp"
 #include "redis/connection.hpp"
-#include "redis/token_bucket_command.hpp"
+#include "redis/decide_command.hpp"
 
 namespace sluice::redis {
 
@@ -55,8 +55,8 @@ class decision_batcher : public std::enable_shared_from_this<decision_batcher> {
   /// Decides `params` on `full_key`. `handler` runs exactly once: on the I/O thread, or inline
   /// when the decision is refused at once (Redis known to be down, too many waiting, stopped).
   /// Thread-safe.
-  void submit(std::string full_key, const detail::token_bucket_params& params,
-              std::uint64_t capacity, decide_handler handler);
+  void submit(std::string full_key, const detail::limit_params& params,
+              std::uint64_t limit, decide_handler handler);
 
   /// Fails every waiting decision with backend_shutting_down (on the I/O thread) and refuses
   /// new ones. Batches already sent complete as the connection completes them. Idempotent.
@@ -80,8 +80,8 @@ class decision_batcher : public std::enable_shared_from_this<decision_batcher> {
   using clock = std::chrono::steady_clock;
   struct pending {
     std::string full_key;
-    detail::token_bucket_params params;
-    std::uint64_t capacity;
+    detail::limit_params params;
+    std::uint64_t limit;  // the policy's limit_of, for the decision
     clock::time_point deadline;
     decide_handler handler;
   };

@@ -1,4 +1,4 @@
-// The Redis backend: decisions are EVALSHA calls of lua/token_bucket.lua, sent over one
+// The Redis backend: decisions are EVALSHA calls of lua/decide.lua, sent over one
 // auto-pipelined connection (connection.hpp) that an I/O thread of this backend runs, or the
 // caller's io_context (redis_options::run_on).
 #include <sluice/redis_backend.hpp>
@@ -20,7 +20,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "algorithm/token_bucket.hpp"
+#include "algorithm/limit.hpp"
 #include "core/await_decision.hpp"
 #include "core/log.hpp"
 #include "redis/connection.hpp"
@@ -29,7 +29,7 @@
 #include "redis/scripts.hpp"
 #include "redis/standalone_backend.hpp"
 #include "redis/tls.hpp"
-#include "redis/token_bucket_command.hpp"
+#include "redis/decide_command.hpp"
 
 namespace sluice {
 namespace {
@@ -70,9 +70,9 @@ redis::connection_config make_config(const redis_options& o, const redis_url& u,
   }
   // Loading the script on every connection makes EVALSHA work after a restart at once;
   // NOSCRIPT (after SCRIPT FLUSH) is still handled per call.
-  redis::append_command(c.handshake, {"SCRIPT", "LOAD", detail::lua_token_bucket.source});
-  redis::append_command(c.handshake, {"SCRIPT", "LOAD", detail::lua_token_bucket_multi.source});
-  redis::append_command(c.handshake, {"SCRIPT", "LOAD", detail::lua_token_bucket_batch.source});
+  redis::append_command(c.handshake, {"SCRIPT", "LOAD", detail::lua_decide.source});
+  redis::append_command(c.handshake, {"SCRIPT", "LOAD", detail::lua_decide_multi.source});
+  redis::append_command(c.handshake, {"SCRIPT", "LOAD", detail::lua_decide_batch.source});
   c.handshake_replies += 3;
   c.connect_timeout = o.connect_timeout;
   c.command_timeout = o.command_timeout;
@@ -198,12 +198,6 @@ class redis_backend final : public backend {
                    });
       return;
     }
-    for (const auto& it : items) {
-      if (it.policy.algorithm != algorithm::token_bucket) {
-        handler(make_error_code(errc::unsupported_algorithm), {});
-        return;
-      }
-    }
     // The keys and parameters the command is built from, kept for a NOSCRIPT re-send.
     struct call {
       std::vector<std::string> full_keys;
@@ -214,13 +208,13 @@ class redis_backend final : public backend {
     c->full_keys.reserve(items.size());
     for (const auto& it : items) {
       c->full_keys.push_back(prefix_ + std::string(it.key));
-      c->capacities.push_back(it.policy.capacity);
+      c->capacities.push_back(limit_of(it.policy));
     }
     for (std::size_t i = 0; i < items.size(); ++i) {
-      c->keys.push_back({c->full_keys[i], detail::to_params(items[i].policy, items[i].cost)});
+      c->keys.push_back({c->full_keys[i], detail::to_limit_params(items[i].policy, items[i].cost)});
     }
     std::string command;
-    redis::append_token_bucket_multi_command(command, redis::script_call::evalsha, c->keys);
+    redis::append_decide_multi_command(command, redis::script_call::evalsha, c->keys);
     const auto deadline = std::chrono::steady_clock::now() + command_timeout_;
     core_->conn->async_exec(
         std::move(command),
@@ -232,7 +226,7 @@ class redis_backend final : public backend {
             auto g = guard_until(*io, deadline, std::move(handler));
             if (!g) return;
             std::string eval;
-            redis::append_token_bucket_multi_command(eval, redis::script_call::eval, c->keys);
+            redis::append_decide_multi_command(eval, redis::script_call::eval, c->keys);
             conn->async_exec(std::move(eval), [c, g](std::error_code ec2, redis::reply_ptr r2) {
               std::vector<decision> ds;
               if (!ec2) ec2 = redis::to_decisions(*r2, c->capacities, ds);
@@ -257,14 +251,10 @@ class redis_backend final : public backend {
 
   void async_decide(std::string_view key, const policy& p, std::uint64_t cost,
                     decide_handler handler) override {
-    if (p.algorithm != algorithm::token_bucket) {
-      handler(make_error_code(errc::unsupported_algorithm), {});
-      return;
-    }
     std::string full_key;
     full_key.reserve(prefix_.size() + key.size());
     full_key.append(prefix_).append(key);
-    core_->batcher->submit(std::move(full_key), detail::to_params(p, cost), p.capacity,
+    core_->batcher->submit(std::move(full_key), detail::to_limit_params(p, cost), limit_of(p),
                            std::move(handler));
   }
 
@@ -296,7 +286,7 @@ std::shared_ptr<backend> make_redis_backend(redis_options options) {
   if (options.connect_timeout.count() <= 0 || options.command_timeout.count() <= 0)
     throw std::invalid_argument("Redis connect and command timeouts must be positive");
   if (options.max_in_flight == 0) throw std::invalid_argument("max_in_flight must be positive");
-  // lua/token_bucket_batch.lua unpacks a call's keys onto Lua's stack (at most ~8000 values).
+  // lua/decide_batch.lua unpacks a call's keys onto Lua's stack (at most ~8000 values).
   if (options.max_batch == 0 || options.max_batch > 1000)
     throw std::invalid_argument("max_batch must be 1..1000");
   if (options.reconnect_backoff_min.count() <= 0 ||

@@ -9,12 +9,12 @@ struct lua_script {
   std::string_view sha1;  ///< hex SHA1 of source, computed at build time, for EVALSHA
 };
 
-extern const lua_script lua_token_bucket;
+extern const lua_script lua_decide;
 /// All-or-nothing over several keys (one slot, on a cluster); see its opening comment.
-extern const lua_script lua_token_bucket_multi;
+extern const lua_script lua_decide_multi;
 /// Independent decisions on several keys in one call (the decision batcher's).
-extern const lua_script lua_token_bucket_batch;
+extern const lua_script lua_decide_batch;
 /// Gives back tokens spent by an earlier slot group of a cross-slot multi-key decision.
-extern const lua_script lua_token_bucket_refund;
+extern const lua_script lua_refund;
 
 }  // namespace sluice::detail

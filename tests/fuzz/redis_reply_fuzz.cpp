@@ -18,7 +18,7 @@
 #include "redis/cluster/redirect.hpp"
 #include "redis/cluster/slot_map.hpp"
 #include "redis/resp.hpp"
-#include "redis/token_bucket_command.hpp"
+#include "redis/decide_command.hpp"
 
 namespace {
 
@@ -86,9 +86,8 @@ bool is_digits(std::string_view s) {
   return true;
 }
 
-void check_outcome(const detail::token_bucket_outcome& o) {
-  SLUICE_FUZZ_CHECK(o.remaining_ut >= 0 &&
-                    o.remaining_ut <= std::int64_t(max_capacity) * detail::micro_tokens_per_token);
+void check_outcome(const detail::limit_outcome& o) {
+  SLUICE_FUZZ_CHECK(o.remaining >= 0 && o.remaining <= std::int64_t(max_capacity));
   SLUICE_FUZZ_CHECK(o.retry_after_ms >= 0 && o.reset_after_ms >= 0);
   SLUICE_FUZZ_CHECK(!o.allowed || o.retry_after_ms == 0);
 }
@@ -132,8 +131,8 @@ void interpret(const redisReply& r, const policy& p) {
   SLUICE_FUZZ_CHECK(redis::is_error(r) == (r.type == REDIS_REPLY_ERROR));
 
   // One key (redis_backend, decision_batcher's lone checks, cluster_client).
-  detail::token_bucket_outcome o;
-  const auto sr = redis::parse_token_bucket_reply(r, o);
+  detail::limit_outcome o;
+  const auto sr = redis::parse_decide_reply(r, o);
   if (sr == redis::script_reply::decided) check_outcome(o);
   SLUICE_FUZZ_CHECK((sr == redis::script_reply::noscript) == redis::is_error(r, "NOSCRIPT"));
   decision d;
@@ -143,8 +142,8 @@ void interpret(const redisReply& r, const policy& p) {
 
   // Several keys, all or nothing (check_all).
   const std::size_t n = r.type == REDIS_REPLY_ARRAY ? r.elements : 1;
-  std::vector<detail::token_bucket_outcome> os;
-  if (redis::parse_token_bucket_multi_reply(r, n, os) == redis::script_reply::decided) {
+  std::vector<detail::limit_outcome> os;
+  if (redis::parse_decide_multi_reply(r, n, os) == redis::script_reply::decided) {
     SLUICE_FUZZ_CHECK(os.size() == n);
     for (const auto& x : os) check_outcome(x);
   }
@@ -158,7 +157,7 @@ void interpret(const redisReply& r, const policy& p) {
   // A batch of independent checks: 4 values each.
   if (r.type == REDIS_REPLY_ARRAY && r.elements % 4 == 0) {
     std::vector<redis::batch_item> items;
-    const auto br = redis::parse_token_bucket_batch_reply(r, r.elements / 4, items);
+    const auto br = redis::parse_decide_batch_reply(r, r.elements / 4, items);
     SLUICE_FUZZ_CHECK(br == redis::script_reply::decided);
     SLUICE_FUZZ_CHECK(items.size() == r.elements / 4);
     for (const auto& it : items) {
@@ -166,7 +165,7 @@ void interpret(const redisReply& r, const policy& p) {
       check_outcome(it.outcome);
       check_decision(detail::to_decision(it.outcome, p.capacity), p);
     }
-    SLUICE_FUZZ_CHECK(redis::parse_token_bucket_batch_reply(r, r.elements / 4 + 1, items) !=
+    SLUICE_FUZZ_CHECK(redis::parse_decide_batch_reply(r, r.elements / 4 + 1, items) !=
                       redis::script_reply::decided);
   }
 

@@ -1,6 +1,6 @@
 // The decision batcher (src/redis/decision_batcher.hpp) against a real redis-server:
 // concurrent single-key decisions travel together in script calls of
-// lua/token_bucket_batch.lua and stay exact; a lone decision is its own call; NOSCRIPT, a
+// lua/decide_batch.lua and stay exact; a lone decision is its own call; NOSCRIPT, a
 // bad key and a frozen server are handled per decision.
 #include <sluice/error.hpp>
 #include <sluice/redis_backend.hpp>

@@ -125,7 +125,7 @@ TEST(RedisDecideAllTest, OneItemUsesTheSingleKeyScript) {
   // Only the single-key script is left on the server: a one-item call must not need
   // another (a multi-script call would meet NOSCRIPT and fall back to EVAL).
   c.script_flush();
-  c.command({"SCRIPT", "LOAD", detail::lua_token_bucket.source});
+  c.command({"SCRIPT", "LOAD", detail::lua_decide.source});
   const auto ds = all_ok(*b, {{"solo", p, 1}});
   ASSERT_TRUE(all_allowed(ds));
   EXPECT_EQ(ds[0].remaining, 1u);

@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "redis/token_bucket_command.hpp"
+#include "redis/decide_command.hpp"
 
 namespace sluice::test {
 namespace {
@@ -92,21 +92,21 @@ void redis_client::flush_all() {
   if (redis::is_error(*r)) throw std::runtime_error("redis_client: FLUSHALL failed");
 }
 
-detail::token_bucket_outcome redis_client::eval_token_bucket(std::string_view key,
-                                                             const detail::token_bucket_params& p,
-                                                             std::int64_t now_ms) {
+detail::limit_outcome redis_client::eval_decide(std::string_view key,
+                                               const detail::limit_params& p,
+                                               std::int64_t now_ms) {
   // The product's own formatter, so the test exercises the ARGV it really sends.
   std::string cmd;
-  redis::append_token_bucket_command(cmd, redis::script_call::eval, key, p, now_ms);
+  redis::append_decide_command(cmd, redis::script_call::eval, key, p, now_ms);
   if (redisAppendFormattedCommand(ctx_.get(), cmd.data(), cmd.size()) != REDIS_OK)
     throw std::runtime_error(std::string("redis_client: ") + ctx_->errstr);
   void* raw = nullptr;
   if (redisGetReply(ctx_.get(), &raw) != REDIS_OK || !raw)
     throw std::runtime_error(std::string("redis_client: ") + ctx_->errstr);
   redis::reply_ptr r(static_cast<redisReply*>(raw));
-  detail::token_bucket_outcome o;
-  if (redis::parse_token_bucket_reply(*r, o) != redis::script_reply::decided)
-    throw std::runtime_error("redis_client: token bucket script failed: " +
+  detail::limit_outcome o;
+  if (redis::parse_decide_reply(*r, o) != redis::script_reply::decided)
+    throw std::runtime_error("redis_client: decision script failed: " +
                              std::string(redis::reply_text(*r)));
   return o;
 }

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "algorithm/token_bucket.hpp"
+#include "algorithm/limit.hpp"
 #include "redis/resp.hpp"
 
 namespace sluice::test {
@@ -45,12 +45,11 @@ class redis_client {
   /// FLUSHALL.
   void flush_all();
 
-  /// EVAL of lua/token_bucket.lua on `key` with ARGV[4] = `now_ms` (the script's test-only
-  /// clock), returned as the outcome it encodes (remaining in whole tokens, as micro-tokens;
-  /// `next` is not filled). Throws std::runtime_error on an error or malformed reply.
-  detail::token_bucket_outcome eval_token_bucket(std::string_view key,
-                                                 const detail::token_bucket_params& p,
-                                                 std::int64_t now_ms);
+  /// EVAL of lua/decide.lua on `key` with `now_ms` as the script's test-only clock,
+  /// returned as the outcome it encodes. Throws std::runtime_error on an error or malformed
+  /// reply.
+  detail::limit_outcome eval_decide(std::string_view key, const detail::limit_params& p,
+                                    std::int64_t now_ms);
 
  private:
   struct context_deleter {

@@ -7,7 +7,7 @@
 #include "redis/connection.hpp"
 #include "redis/resp.hpp"
 #include "redis/scripts.hpp"
-#include "redis/token_bucket_command.hpp"
+#include "redis/decide_command.hpp"
 
 namespace {
 
@@ -66,21 +66,21 @@ TEST(RedisProtocolTest, ReaderReportsProtocolErrors) {
   EXPECT_FALSE(r.error_text().empty());
 }
 
-TEST(RedisProtocolTest, TokenBucketCommandFollowsTheScriptsArgv) {
-  const detail::token_bucket_params p{10'000'000, 500, 2'000'000};
+TEST(RedisProtocolTest, DecideCommandFollowsTheScriptsArgv) {
+  const detail::limit_params p{algorithm::gcra, 100'000, 1'000'000, 200'000};
   std::string sha_cmd;
-  redis::append_token_bucket_command(sha_cmd, redis::script_call::evalsha, "sluice:k", p);
+  redis::append_decide_command(sha_cmd, redis::script_call::evalsha, "sluice:k", p);
   std::string expected;
-  redis::append_command(expected, {"EVALSHA", detail::lua_token_bucket.sha1, "1", "sluice:k",
-                                   "10000000", "500", "2000000"});
+  redis::append_command(expected, {"EVALSHA", detail::lua_decide.sha1, "1", "sluice:k", "1",
+                                   "100000", "1000000", "200000"});
   EXPECT_EQ(sha_cmd, expected);
-  EXPECT_EQ(detail::lua_token_bucket.sha1.size(), 40u);
+  EXPECT_EQ(detail::lua_decide.sha1.size(), 40u);
 
   std::string eval_cmd;
-  redis::append_token_bucket_command(eval_cmd, redis::script_call::eval, "k", p, 1234);
+  redis::append_decide_command(eval_cmd, redis::script_call::eval, "k", p, 1234);
   expected.clear();
-  redis::append_command(expected, {"EVAL", detail::lua_token_bucket.source, "1", "k", "10000000",
-                                   "500", "2000000", "1234"});
+  redis::append_command(expected, {"EVAL", detail::lua_decide.source, "1", "k", "1", "100000",
+                                   "1000000", "200000", "1234"});
   EXPECT_EQ(eval_cmd, expected);
 }
 
@@ -102,18 +102,18 @@ TEST(RedisProtocolTest, ParsesAllowedAndDeniedReplies) {
 }
 
 TEST(RedisProtocolTest, ClassifiesBadReplies) {
-  detail::token_bucket_outcome o;
-  EXPECT_EQ(redis::parse_token_bucket_reply(
+  detail::limit_outcome o;
+  EXPECT_EQ(redis::parse_decide_reply(
                 *parse_one("-NOSCRIPT No matching script. Please use EVAL.\r\n"), o),
             redis::script_reply::noscript);
-  EXPECT_EQ(redis::parse_token_bucket_reply(*parse_one("-ERR boom\r\n"), o),
+  EXPECT_EQ(redis::parse_decide_reply(*parse_one("-ERR boom\r\n"), o),
             redis::script_reply::failed);
   for (std::string_view bad :
        {"+OK\r\n", "*3\r\n:1\r\n:1\r\n:1\r\n", "*4\r\n:2\r\n:1\r\n:0\r\n:1\r\n",
         "*4\r\n:1\r\n:-1\r\n:0\r\n:1\r\n", "*4\r\n:1\r\n$1\r\n1\r\n:0\r\n:1\r\n",
         "*4\r\n:1\r\n:1\r\n:5\r\n:1\r\n",  // allowed with a retry time
         "*4\r\n:1\r\n:99999999999999\r\n:0\r\n:1\r\n"}) {
-    EXPECT_EQ(redis::parse_token_bucket_reply(*parse_one(bad), o), redis::script_reply::malformed)
+    EXPECT_EQ(redis::parse_decide_reply(*parse_one(bad), o), redis::script_reply::malformed)
         << bad;
   }
   decision d;
@@ -138,23 +138,24 @@ namespace {
 using namespace sluice;
 
 TEST(RedisProtocolTest, FormatsTheMultiKeyCommandKeysThenArgvPerKey) {
-  const std::vector<redis::multi_key> keys{{"sluice:a", {10'000'000, 1000, 1'000'000}},
-                                           {"sluice:b", {2'000'000, 7, 2'000'000}}};
+  const std::vector<redis::multi_key> keys{
+      {"sluice:a", {algorithm::token_bucket, 10'000'000, 1000, 1'000'000}},
+      {"sluice:b", {algorithm::fixed_window, 20, 60'000, 2}}};
   std::string out;
-  redis::append_token_bucket_multi_command(out, redis::script_call::evalsha, keys);
+  redis::append_decide_multi_command(out, redis::script_call::evalsha, keys);
   std::string want;
   redis::append_command(
-      want, {"EVALSHA", detail::lua_token_bucket_multi.sha1, "2", "sluice:a", "sluice:b",
-             "10000000", "1000", "1000000", "2000000", "7", "2000000"});
+      want, {"EVALSHA", detail::lua_decide_multi.sha1, "2", "sluice:a", "sluice:b", "0",
+             "10000000", "1000", "1000000", "4", "20", "60000", "2"});
   EXPECT_EQ(out, want);
   out.clear();
-  redis::append_token_bucket_multi_command(out, redis::script_call::eval, keys, 123);
-  EXPECT_NE(out.find(detail::lua_token_bucket_multi.source), std::string::npos);
+  redis::append_decide_multi_command(out, redis::script_call::eval, keys, 123);
+  EXPECT_NE(out.find(detail::lua_decide_multi.source), std::string::npos);
   EXPECT_TRUE(out.ends_with("$3\r\n123\r\n"));
   out.clear();
-  redis::append_token_bucket_refund_command(out, redis::script_call::evalsha, keys);
-  EXPECT_NE(out.find(detail::lua_token_bucket_refund.sha1), std::string::npos);
-  EXPECT_NE(detail::lua_token_bucket_multi.sha1, detail::lua_token_bucket.sha1);
+  redis::append_refund_command(out, redis::script_call::evalsha, keys);
+  EXPECT_NE(out.find(detail::lua_refund.sha1), std::string::npos);
+  EXPECT_NE(detail::lua_decide_multi.sha1, detail::lua_decide.sha1);
 }
 
 TEST(RedisProtocolTest, ReadsTheMultiKeyReply) {
@@ -177,8 +178,8 @@ TEST(RedisProtocolTest, ReadsTheMultiKeyReply) {
   EXPECT_EQ(redis::to_decisions(*nested_error, std::span(caps, 1), ds),
             errc::backend_protocol_error);
   const auto noscript = parse_one("-NOSCRIPT No matching script.\r\n");
-  std::vector<detail::token_bucket_outcome> os;
-  EXPECT_EQ(redis::parse_token_bucket_multi_reply(*noscript, 2, os), redis::script_reply::noscript);
+  std::vector<detail::limit_outcome> os;
+  EXPECT_EQ(redis::parse_decide_multi_reply(*noscript, 2, os), redis::script_reply::noscript);
   EXPECT_EQ(redis::to_decisions(*noscript, caps, ds), errc::backend_script_error);
 }
 

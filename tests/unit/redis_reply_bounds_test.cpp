@@ -10,7 +10,7 @@
 #include <string>
 
 #include "redis/resp.hpp"
-#include "redis/token_bucket_command.hpp"
+#include "redis/decide_command.hpp"
 
 namespace {
 
@@ -49,15 +49,15 @@ TEST(RedisReplyBoundsTest, ArrayHeadersAnnouncingTooManyElementsAreProtocolError
 }
 
 TEST(RedisReplyBoundsTest, WaitsLongerThanAnyBucketCanTakeAreMalformed) {
-  detail::token_bucket_outcome o;
+  detail::limit_outcome o;
   // 1e9 tokens refilled at 0.001/s: the longest wait there is, 1e15 ms.
-  EXPECT_EQ(redis::parse_token_bucket_reply(
+  EXPECT_EQ(redis::parse_decide_reply(
                 *parse_one("*4\r\n:0\r\n:0\r\n:1000000000000000\r\n:1000000000000000\r\n"), o),
             redis::script_reply::decided);
   for (std::string_view bad : {"*4\r\n:0\r\n:0\r\n:1000000000000001\r\n:1\r\n",
                                "*4\r\n:1\r\n:0\r\n:0\r\n:1000000000000001\r\n",
                                "*4\r\n:0\r\n:0\r\n:9223372036854775807\r\n:1\r\n"}) {
-    EXPECT_EQ(redis::parse_token_bucket_reply(*parse_one(bad), o), redis::script_reply::malformed)
+    EXPECT_EQ(redis::parse_decide_reply(*parse_one(bad), o), redis::script_reply::malformed)
         << bad;
   }
   decision d;
@@ -67,7 +67,7 @@ TEST(RedisReplyBoundsTest, WaitsLongerThanAnyBucketCanTakeAreMalformed) {
             errc::backend_protocol_error);
   // The batch script's items are read the same way.
   std::vector<redis::batch_item> items;
-  ASSERT_EQ(redis::parse_token_bucket_batch_reply(
+  ASSERT_EQ(redis::parse_decide_batch_reply(
                 *parse_one("*4\r\n:0\r\n:0\r\n:9223372036854775807\r\n:1\r\n"), 1, items),
             redis::script_reply::decided);
   EXPECT_EQ(items.at(0).ec, errc::backend_protocol_error);

@@ -13,6 +13,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
+#include "algorithm/token_bucket.hpp"
 #include "core/await_decision.hpp"
 #include "core/log.hpp"
 #include "redis/cluster/cluster_client.hpp"
@@ -41,7 +42,7 @@ struct cross_slot_call {
   };
   std::shared_ptr<redis::cluster::cluster_client> client;
   std::vector<std::string> keys;
-  std::vector<detail::token_bucket_params> params;
+  std::vector<detail::limit_params> params;
   std::vector<policy> policies;
   std::vector<std::uint64_t> costs;
   std::vector<group> groups;
@@ -63,7 +64,7 @@ void refund_before(const std::shared_ptr<cross_slot_call>& c, std::size_t upto) 
   for (std::size_t g = 0; g < upto; ++g) {
     const auto& grp = c->groups[g];
     std::vector<std::uint64_t> caps;
-    for (auto i : grp.items) caps.push_back(c->policies[i].capacity);
+    for (auto i : grp.items) caps.push_back(limit_of(c->policies[i]));
     // Fire and forget: the answer does not wait; a failed refund is counted and leaves
     // those tokens spent (an under-admission, never an over-admission).
     c->client->submit_multi(redis::cluster::multi_kind::refund, c->pick(c->keys, grp),
@@ -82,9 +83,15 @@ void refund_before(const std::shared_ptr<cross_slot_call>& c, std::size_t upto) 
       auto& d = c->out[i];
       const auto& p = c->params[i];
       const auto after = c->out[last];
-      d.remaining = std::min(c->policies[i].capacity, after.remaining + spent);
-      const auto back_ms =
-          static_cast<std::int64_t>(spent) * detail::micro_tokens_per_token / p.rate_ut_per_ms;
+      d.remaining = std::min(limit_of(c->policies[i]), after.remaining + spent);
+      // A bucket is full again sooner by the time the refund is worth; a window's end
+      // does not move.
+      std::int64_t back_ms = 0;
+      if (p.algo == algorithm::token_bucket) {
+        back_ms = static_cast<std::int64_t>(spent) * detail::micro_tokens_per_token / p.b;
+      } else if (p.algo == algorithm::gcra) {
+        back_ms = static_cast<std::int64_t>(spent) * p.a / 1000;
+      }
       d.reset_after = std::max(std::chrono::milliseconds{0},
                                after.reset_after - std::chrono::milliseconds{back_ms});
     }
@@ -99,7 +106,7 @@ void next_group(std::shared_ptr<cross_slot_call> c) {
   }
   const auto& grp = c->groups[c->next];
   std::vector<std::uint64_t> caps;
-  for (auto i : grp.items) caps.push_back(c->policies[i].capacity);
+  for (auto i : grp.items) caps.push_back(limit_of(c->policies[i]));
   auto client = c->client;
   client->submit_multi(
       redis::cluster::multi_kind::decide, c->pick(c->keys, grp), c->pick(c->params, grp),
@@ -119,8 +126,8 @@ void next_group(std::shared_ptr<cross_slot_call> c) {
             for (auto i : c->groups[later].items) {
               decision d;
               d.allowed = true;
-              d.limit = c->policies[i].capacity;
-              d.remaining = c->policies[i].capacity - c->costs[i];
+              d.limit = limit_of(c->policies[i]);
+              d.remaining = limit_of(c->policies[i]) - c->costs[i];
               c->out[i] = d;
             }
           }
@@ -178,14 +185,10 @@ class cluster_backend final : public backend {
 
   void async_decide(std::string_view key, const policy& p, std::uint64_t cost,
                     decide_handler handler) override {
-    if (p.algorithm != algorithm::token_bucket) {
-      handler(make_error_code(errc::unsupported_algorithm), {});
-      return;
-    }
     std::string full_key;
     full_key.reserve(prefix_.size() + key.size());
     full_key.append(prefix_).append(key);
-    core_->client->submit(std::move(full_key), detail::to_params(p, cost), p.capacity,
+    core_->client->submit(std::move(full_key), detail::to_limit_params(p, cost), limit_of(p),
                           std::move(handler));
   }
 
@@ -218,10 +221,6 @@ class cluster_backend final : public backend {
     c->client = core_->client;
     c->done = std::move(handler);
     for (const auto& it : items) {
-      if (it.policy.algorithm != algorithm::token_bucket) {
-        c->done(make_error_code(errc::unsupported_algorithm), {});
-        return;
-      }
       std::string full_key = prefix_ + std::string(it.key);
       const std::uint16_t slot = redis::cluster::key_slot(full_key);
       std::size_t g = 0;
@@ -229,7 +228,7 @@ class cluster_backend final : public backend {
       if (g == c->groups.size()) c->groups.push_back({slot, {}});
       c->groups[g].items.push_back(c->keys.size());
       c->keys.push_back(std::move(full_key));
-      c->params.push_back(detail::to_params(it.policy, it.cost));
+      c->params.push_back(detail::to_limit_params(it.policy, it.cost));
       c->policies.push_back(it.policy);
       c->costs.push_back(it.cost);
     }

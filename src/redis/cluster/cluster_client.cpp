@@ -16,14 +16,14 @@ namespace asio = boost::asio;
 
 struct cluster_client::op {
   std::string key;  // routes the call (for a multi-key call: its first key)
-  detail::token_bucket_params params;
-  std::uint64_t capacity = 0;
+  detail::limit_params params;
+  std::uint64_t limit = 0;
   decide_handler handler;
   // A multi-key call (all keys in one slot) instead of a single decision.
   struct multi_call {
     multi_kind kind = multi_kind::decide;
     std::vector<std::string> keys;
-    std::vector<detail::token_bucket_params> params;
+    std::vector<detail::limit_params> params;
     std::vector<std::uint64_t> capacities;
     decide_all_handler handler;
   };
@@ -49,9 +49,9 @@ cluster_client::cluster_client(asio::io_context& io, const redis_options& option
   }
   // Every node gets the script when its connection comes up, so EVALSHA works on a
   // promoted replica or a restarted node at once; NOSCRIPT is still handled per call.
-  append_command(handshake_, {"SCRIPT", "LOAD", detail::lua_token_bucket.source});
-  append_command(handshake_, {"SCRIPT", "LOAD", detail::lua_token_bucket_multi.source});
-  append_command(handshake_, {"SCRIPT", "LOAD", detail::lua_token_bucket_refund.source});
+  append_command(handshake_, {"SCRIPT", "LOAD", detail::lua_decide.source});
+  append_command(handshake_, {"SCRIPT", "LOAD", detail::lua_decide_multi.source});
+  append_command(handshake_, {"SCRIPT", "LOAD", detail::lua_refund.source});
   handshake_replies_ += 3;
 }
 
@@ -109,19 +109,19 @@ std::shared_ptr<connection> cluster_client::connection_for(const node_address& n
   return slot;
 }
 
-void cluster_client::submit(std::string full_key, const detail::token_bucket_params& params,
-                            std::uint64_t capacity, decide_handler handler) {
+void cluster_client::submit(std::string full_key, const detail::limit_params& params,
+                            std::uint64_t limit, decide_handler handler) {
   auto o = std::make_shared<op>();
   o->key = std::move(full_key);
   o->params = params;
-  o->capacity = capacity;
+  o->limit = limit;
   o->handler = std::move(handler);
   o->deadline = clock::now() + options_.command_timeout;
   route(o);
 }
 
 void cluster_client::submit_multi(multi_kind kind, std::vector<std::string> full_keys,
-                                  std::vector<detail::token_bucket_params> params,
+                                  std::vector<detail::limit_params> params,
                                   std::vector<std::uint64_t> capacities,
                                   decide_all_handler handler) {
   auto o = std::make_shared<op>();
@@ -183,12 +183,12 @@ void cluster_client::send(const std::shared_ptr<op>& o, const node_address& node
       keys.push_back({o->multi->keys[i], o->multi->params[i]});
     }
     if (o->multi->kind == multi_kind::decide) {
-      append_token_bucket_multi_command(command, call, keys);
+      append_decide_multi_command(command, call, keys);
     } else {
-      append_token_bucket_refund_command(command, call, keys);
+      append_refund_command(command, call, keys);
     }
   } else {
-    append_token_bucket_command(command, call, o->key, o->params);
+    append_decide_command(command, call, o->key, o->params);
   }
   conn->async_exec(
       std::move(command),
@@ -255,7 +255,7 @@ void cluster_client::on_reply(const std::shared_ptr<op>& o, const node_address& 
     return;
   }
   decision d;
-  ec = to_decision(*reply, o->capacity, d);
+  ec = to_decision(*reply, o->limit, d);
   finish(o, ec, d);
 }
 

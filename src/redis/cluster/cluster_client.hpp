@@ -29,11 +29,11 @@
 #include <sluice/redis_backend.hpp>
 #include <sluice/redis_cluster.hpp>
 
-#include "algorithm/token_bucket.hpp"
+#include "algorithm/limit.hpp"
 #include "redis/cluster/redirect.hpp"
 #include "redis/cluster/slot_map.hpp"
 #include "redis/connection.hpp"
-#include "redis/token_bucket_command.hpp"
+#include "redis/decide_command.hpp"
 
 namespace sluice::redis::cluster {
 
@@ -59,8 +59,8 @@ struct cluster_stats {
 
 /// What a multi-key script call does with its keys (all in one slot).
 enum class multi_kind : std::uint8_t {
-  decide,  ///< lua/token_bucket_multi.lua: all or nothing
-  refund,  ///< lua/token_bucket_refund.lua: give `params.cost_ut` back to each key
+  decide,  ///< lua/decide_multi.lua: all or nothing
+  refund,  ///< lua/refund.lua: give `params.cost_ut` back to each key
 };
 
 class cluster_client : public std::enable_shared_from_this<cluster_client> {
@@ -79,15 +79,15 @@ class cluster_client : public std::enable_shared_from_this<cluster_client> {
 
   /// Decides on the node owning `full_key` (the prefixed key). `handler` runs once, on the
   /// I/O thread, or inline when refused at once. Thread-safe.
-  void submit(std::string full_key, const detail::token_bucket_params& params,
-              std::uint64_t capacity, decide_handler handler);
+  void submit(std::string full_key, const detail::limit_params& params,
+              std::uint64_t limit, decide_handler handler);
 
   /// Runs the multi-key or refund script for `full_keys` (prefixed keys that must share
   /// one slot, with one `params` and `capacities` entry each) on the slot's owner, with the
   /// same routing and bounds as submit(). `handler` runs once, on the I/O thread or inline;
   /// a refund completes with no decisions. Thread-safe.
   void submit_multi(multi_kind kind, std::vector<std::string> full_keys,
-                    std::vector<detail::token_bucket_params> params,
+                    std::vector<detail::limit_params> params,
                     std::vector<std::uint64_t> capacities, decide_all_handler handler);
 
   /// Counts a multi-key decision that spanned several slots (stats().cross_slot).
