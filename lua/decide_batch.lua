@@ -1,11 +1,12 @@
--- Sluice over a batch: n independent decisions in one call, each exactly as lua/decide.lua
--- would make it on its own, in KEYS order. The connection coalesces concurrent checks into
+-- Sluice over a batch: n independent steps (checks, or key operations) in one call, each
+-- exactly as lua/decide.lua would make it on its own, in KEYS order. The connection coalesces concurrent checks into
 -- one call, so one EVALSHA, one TIME and one MGET serve all of them.
 -- KEYS[1..n]   the keys (see lua/decide.lua); a key may appear more than once: a later item
 --              sees what an earlier one wrote
 -- ARGV[1]      "now" in ms, for tests that replay a history; "" for Redis TIME
 -- ARGV[2..]    runs of items with the same parameters, in KEYS order, each five values:
---              item count, algorithm, a, b, cost (lua/prelude.lua). A batch is mostly checks
+--              item count, algorithm + 8 x step, a, b, cost (lua/decide.lua, lua/prelude.lua).
+--              A batch is mostly checks
 --              of one policy, so this is 5 arguments, not 4n.
 -- Reply:       4n values, item i at 4i-3..4i: allowed 0|1, remaining whole units,
 --              retry_after_ms, reset_after_ms; or, for that item alone, an error (a key that
@@ -21,14 +22,16 @@ local now = sluice_now(ARGV[1])
 -- MGET answers nil for a key of another type as for a missing one; such a key is told
 -- apart when it is written (SET NX below), or by EXISTS when a denial leaves it unwritten.
 local stored = redis.call('MGET', unpack(KEYS))
-local written = {}  -- key -> state string set by an earlier item of this batch
+local written = {}  -- key -> state string set (false: deleted) by an earlier item
 local out = {}
 local wrongtype = 'WRONGTYPE Operation against a key holding the wrong kind of value'
-local at, left_in_run, algo, a, b, cost = 2, 0
+local at, left_in_run, algo, op, a, b, cost = 2, 0
 for i = 1, n do
   if left_in_run == 0 then
-    left_in_run, algo, a, b, cost = tonumber(ARGV[at]), tonumber(ARGV[at + 1]),
+    local code
+    left_in_run, code, a, b, cost = tonumber(ARGV[at]), tonumber(ARGV[at + 1]),
       tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4])
+    algo, op = code % 8, math.floor(code / 8)
     at = at + 5
   end
   left_in_run = left_in_run - 1
@@ -37,22 +40,23 @@ for i = 1, n do
   if v == nil then v = stored[i] end
   local s = sluice_load(algo, v)
   local bad
-  local ok, left, retry, reset, nxt
+  local ok, left, retry, reset, str, px
   if s == nil then
     bad = redis.error_reply(sluice_malformed)
   else
-    ok, left, retry, reset, nxt = sluice_decide(algo, s, a, b, cost, now)
-    if nxt then
-      local str = sluice_format(algo, nxt)
-      local px = sluice_ttl(algo, reset)
+    ok, left, retry, reset, str, px = sluice_apply(op, algo, s, a, b, cost, now)
+    if str then
       if v then
         redis.call('SET', key, str, 'PX', px)
       elseif not redis.call('SET', key, str, 'PX', px, 'NX') then
         bad = redis.error_reply(wrongtype)
       end
       if not bad then written[key] = str end
+    elseif str == false and v then
+      redis.call('DEL', key)
+      written[key] = false
     elseif not v and redis.call('EXISTS', key) == 1 then
-      -- A denial on what MGET saw as missing: tell a key of another type apart.
+      -- Nothing written on what MGET saw as missing: tell a key of another type apart.
       bad = redis.error_reply(wrongtype)
     end
   end

@@ -38,7 +38,14 @@ local function sluice_load(algo, v)
   end
   local c = string.byte(v, 1)
   local kind, sp
-  if c == 119 then
+  if c == 98 then
+    -- 'b': a block until then (us), whatever the algorithm.
+    local u = tonumber(string.sub(v, 2))
+    if u then
+      return {b = u}
+    end
+    return nil
+  elseif c == 119 then
     kind = 2  -- 'w'
   elseif c == 99 then
     kind = 3  -- 'c'
@@ -112,6 +119,13 @@ end
 -- store (kept for reset_after_ms; sluice_ttl says how long). With `peek`, remaining and
 -- reset_after_ms describe the state as it is and nothing is to be stored.
 local function sluice_decide(algo, s, a, b, cost, now_us, peek)
+  if s and s.b then
+    if now_us < s.b then
+      local left = math.ceil((s.b - now_us) / 1000)
+      return 0, 0, left, left
+    end
+    s = false  -- the block is over: a new key
+  end
   if algo == 0 then
     -- token_bucket (src/algorithm/token_bucket.cpp): refill linearly, capped at capacity.
     local now = math.floor(now_us / 1000)
@@ -131,7 +145,8 @@ local function sluice_decide(algo, s, a, b, cost, now_us, peek)
     if not ok then
       retry = math.ceil((cost - level) / b)
     end
-    return ok and 1 or 0, math.floor(left / 1000000), retry, math.ceil((a - left) / b),
+    -- A penalized bucket can be below zero: nothing remains.
+    return ok and 1 or 0, math.max(0, math.floor(left / 1000000)), retry, math.ceil((a - left) / b),
       ok and not peek and {left, ts} or nil
   elseif algo == 1 then
     -- gcra (src/algorithm/gcra.cpp): TAT moves by cost; allowed while TAT - B <= now.
@@ -239,6 +254,88 @@ local function sluice_decide(algo, s, a, b, cost, now_us, peek)
   return 0, math.max(0, a - total), retry, log[#log - 1] + b - now
 end
 
+-- Refund (give back) or penalize (spend whatever is left) `c` on state `s`: the state after
+-- (src/algorithm/*_adjust). Penalties are bounded: a bucket owes at most one burst, a count
+-- reaches at most twice the limit.
+local function sluice_adjust(refund, algo, s, a, b, c, now_us)
+  local now = math.floor(now_us / 1000)
+  if algo == 0 then
+    local level, ts = a, now
+    if s then
+      level, ts = math.min(a, s[1]), s[2]
+      if now > ts then
+        level, ts = math.min(a, level + (now - ts) * b), now
+      end
+    end
+    if refund then
+      return {math.min(a, level + c), ts}
+    end
+    return {math.max(-a, level - c), ts}
+  elseif algo == 1 then
+    local tat = now_us
+    if s and s[1] > now_us then
+      tat = s[1]
+    end
+    if refund then
+      return {math.max(now_us, tat - c)}
+    end
+    return {math.min(tat + c, now_us + 2 * b)}
+  elseif algo == 4 then
+    local start, count = now - now % b, 0
+    if s and s[2] >= start then
+      start, count = s[2], s[1]
+    end
+    if refund then
+      return {math.max(0, count - c), start}
+    end
+    return {math.min(2 * a, count + c), start}
+  elseif algo == 3 then
+    local start, cur, prev = now - now % b, 0, 0
+    if s then
+      if s[1] >= start then
+        start, cur, prev = s[1], s[2], s[3]
+      elseif s[1] == start - b then
+        prev = s[2]
+      end
+    end
+    if refund then
+      return {start, math.max(0, cur - c), prev}
+    end
+    return {start, math.min(2 * a, cur + c), prev}
+  end
+  local log, live, total = s or {}, {}, 0
+  for i = 1, #log, 2 do
+    if log[i] > now - b then
+      live[#live + 1], live[#live + 2] = log[i], log[i + 1]
+      total = total + log[i + 1]
+    end
+  end
+  if refund then
+    -- The newest entries are the ones the spending wrote.
+    while c > 0 and #live > 0 do
+      local take = math.min(c, live[#live])
+      live[#live], c = live[#live] - take, c - take
+      if live[#live] == 0 then
+        live[#live], live[#live - 1] = nil, nil
+      end
+    end
+    return live
+  end
+  local add = math.min(c, 2 * a - total)
+  if add > 0 then
+    local ts = now
+    if #live > 0 and live[#live - 1] > ts then
+      ts = live[#live - 1]
+    end
+    if #live > 0 and live[#live - 1] == ts then
+      live[#live] = live[#live] + add
+    else
+      live[#live + 1], live[#live + 2] = ts, add
+    end
+  end
+  return live
+end
+
 -- How long to keep a state whose reset_after is `reset` ms. gcra's reset is rounded up
 -- from microseconds: one more ms so that the key never expires before its TAT.
 local function sluice_ttl(algo, reset)
@@ -246,4 +343,47 @@ local function sluice_ttl(algo, reset)
     return string.format('%d', reset + 1)
   end
   return string.format('%d', reset)
+end
+
+-- Any step on one key: op 0 a check, 1 a peek, 2 reset, 3 refund, 4 penalize, 5 block
+-- (src/algorithm/limit.cpp, limit_apply). Returns allowed, remaining, retry_after_ms,
+-- reset_after_ms, then what to write: a state string and its PX, false to delete the key,
+-- or nothing.
+local function sluice_apply(op, algo, s, a, b, cost, now_us)
+  if op == 0 then
+    local ok, left, retry, reset, nxt = sluice_decide(algo, s, a, b, cost, now_us)
+    if nxt then
+      return ok, left, retry, reset, sluice_format(algo, nxt), sluice_ttl(algo, reset)
+    end
+    return ok, left, retry, reset
+  elseif op == 1 then
+    return sluice_decide(algo, s, a, b, cost, now_us, true)
+  elseif op == 5 then
+    return 0, 0, cost, cost, string.format('b%d', now_us + cost * 1000), string.format('%d', cost)
+  end
+  if op == 2 then
+    s = false  -- reset: forget the state, and any block
+  else
+    if s and s.b then
+      if now_us < s.b then
+        -- A block is not something to refund or add to: it stays as it is.
+        local left = math.ceil((s.b - now_us) / 1000)
+        return 0, 0, left, left
+      end
+      s = false
+    end
+    s = sluice_adjust(op == 3, algo, s, a, b, cost, now_us)
+  end
+  -- What a check of one unit sees now; a state that no longer matters is not kept.
+  local unit = 1
+  if algo == 0 then
+    unit = 1000000
+  elseif algo == 1 then
+    unit = a
+  end
+  local ok, left, retry, reset = sluice_decide(algo, s, a, b, unit, now_us, true)
+  if reset == 0 then
+    return ok, left, retry, reset, false
+  end
+  return ok, left, retry, reset, sluice_format(algo, s), sluice_ttl(algo, reset)
 end

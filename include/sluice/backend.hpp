@@ -30,6 +30,18 @@ inline bool all_allowed(std::span<const decision> ds) noexcept {
   return true;
 }
 
+/// What backend::operate does to one key (limiter::peek, reset, refund, penalize, block).
+/// Each is one atomic step on the backend, like a check.
+enum class key_operation : std::uint8_t {
+  peek = 1,  ///< the decision a check of `amount` would get now, spending nothing
+  reset,     ///< forget the key's state (and any block): it decides as a new key
+  refund,    ///< give back `amount`, never leaving more than if nothing had been spent
+  /// spend `amount` whatever is left: a bucket may go below zero (at most one capacity), a
+  /// window's count above its limit (at most twice it), so the client waits longer
+  penalize,
+  block,  ///< deny the key for `amount` milliseconds whatever its state; then it starts afresh
+};
+
 /// Completion of backend::async_decide: an error (backend trouble) or a decision.
 using decide_handler = std::function<void(std::error_code, decision)>;
 /// Completion of backend::async_decide_all: an error (backend trouble) or one decision per
@@ -96,6 +108,14 @@ class backend {
   /// The default implementation, for backends that cannot do better, calls decide() per
   /// item and is NOT all-or-nothing: an allowing item keeps its tokens when another denies.
   virtual std::error_code decide_all(std::span<const check_item> items, std::vector<decision>& out);
+
+  /// Applies `op` to one validated key (amount: peek's cost, refund's or penalize's units,
+  /// block's milliseconds). `out` is peek's decision; for the others, what a check of cost
+  /// 1 sees right after (a blocked key: denied, retry_after = the rest of the block).
+  /// Blocks like decide(). Thread-safe. The default implementation answers
+  /// errc::unsupported_operation.
+  virtual std::error_code operate(std::string_view key, const policy& p, key_operation op,
+                                  std::uint64_t amount, decision& out);
 
   /// decide_all() asynchronously. `handler` is called exactly once, from a backend thread
   /// or inline (the limiter re-posts it). Thread-safe. The default implementation chains

@@ -19,6 +19,8 @@ enum class errc {
   invalid_window,
   mismatched_parameters,
   invalid_gcra_rate,
+  unsupported_operation,
+  invalid_duration,
   // Backend trouble (is_backend_error() is true).
   backend_timeout = 100,
   backend_unavailable,

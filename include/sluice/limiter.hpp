@@ -172,6 +172,43 @@ class limiter {
         token, std::move(owned));
   }
 
+  /// What a check of `cost` would decide now, spending nothing. Input errors as check();
+  /// backend trouble yields the failure mode's answer (`local`: the memory backend's peek),
+  /// marked degraded. Thread-safe.
+  decision peek(std::string_view key, const policy& p, std::uint64_t cost,
+                std::error_code& ec) noexcept;
+  /// peek() that throws std::system_error for invalid input.
+  decision peek(std::string_view key, const policy& p, std::uint64_t cost = 1);
+
+  /// Applies a key operation (sluice::key_operation; `amount`: refund's and penalize's
+  /// units, 1..limit_of(p), block's milliseconds, 1 ms..max_window, ignored by reset), one
+  /// atomic step on the primary backend. An operation is not a decision, so no failure mode
+  /// applies: `ec` is set for invalid input (sluice::errc) and for backend trouble. Returns
+  /// what a check of 1 sees right after (a blocked key: denied, retry_after = the rest of
+  /// the block). Forgets the key's cached denials. Thread-safe.
+  decision operate(std::string_view key, const policy& p, key_operation op, std::uint64_t amount,
+                   std::error_code& ec) noexcept;
+
+  /// Forget `key`: it decides as a new key.
+  decision reset(std::string_view key, const policy& p, std::error_code& ec) noexcept {
+    return operate(key, p, key_operation::reset, 0, ec);
+  }
+  /// Give `amount` back (never more than if nothing had been spent).
+  decision refund(std::string_view key, const policy& p, std::uint64_t amount,
+                  std::error_code& ec) noexcept {
+    return operate(key, p, key_operation::refund, amount, ec);
+  }
+  /// Spend `amount` whatever is left: the client waits longer.
+  decision penalize(std::string_view key, const policy& p, std::uint64_t amount,
+                    std::error_code& ec) noexcept {
+    return operate(key, p, key_operation::penalize, amount, ec);
+  }
+  /// Deny `key` for `d`, whatever its state; afterwards it starts afresh.
+  decision block(std::string_view key, const policy& p, std::chrono::milliseconds d,
+                 std::error_code& ec) noexcept {
+    return operate(key, p, key_operation::block, static_cast<std::uint64_t>(d.count()), ec);
+  }
+
   limiter_stats stats() const noexcept;
   /// The primary backend's counters (Redis calls, batching, redirections, failovers).
   sluice::backend_stats backend_stats() const noexcept;

@@ -30,6 +30,18 @@ limit_outcome sliding_window_decide(const limit_params& p, std::optional<limit_s
 limit_status sliding_window_status(const limit_params& p, const std::optional<limit_state>& s,
                                    std::int64_t now_ms);
 
+// Key operations: give back (refund) or spend whatever is left (penalize) p.cost; `s`
+// becomes the state after. Penalties are bounded (a bucket owes at most one burst, a count
+// reaches at most twice the limit) so every quantity stays below 2^53.
+void gcra_adjust(const limit_params& p, std::optional<limit_state>& s, std::int64_t now_us,
+                 bool refund);
+void fixed_window_adjust(const limit_params& p, std::optional<limit_state>& s,
+                         std::int64_t now_ms, bool refund);
+void sliding_window_counter_adjust(const limit_params& p, std::optional<limit_state>& s,
+                                   std::int64_t now_ms, bool refund);
+void sliding_window_adjust(const limit_params& p, std::optional<limit_state>& s,
+                           std::int64_t now_ms, bool refund);
+
 /// floor(a / b) for b > 0 and any a (C++ division truncates towards zero).
 constexpr std::int64_t floor_div(std::int64_t a, std::int64_t b) noexcept {
   return a / b - (a % b != 0 && a < 0 ? 1 : 0);

@@ -49,4 +49,12 @@ limit_status fixed_window_status(const limit_params& p, const std::optional<limi
   return {std::max<std::int64_t>(0, p.a - w.count), w.count > 0 ? w.start + p.b - now_ms : 0};
 }
 
+void fixed_window_adjust(const limit_params& p, std::optional<limit_state>& s,
+                         std::int64_t now_ms, bool refund) {
+  const window_count w = current(p, s, now_ms);
+  const std::int64_t count = refund ? std::max<std::int64_t>(0, w.count - p.cost)
+                                    : std::min(2 * p.a, w.count + p.cost);
+  s = scalar_state(count, w.start);
+}
+
 }  // namespace sluice::detail

@@ -48,4 +48,11 @@ limit_status gcra_status(const limit_params& p, const std::optional<limit_state>
   return {tokens(p, tat, now_us), ceil_div(tat - now_us, 1000)};
 }
 
+void gcra_adjust(const limit_params& p, std::optional<limit_state>& s, std::int64_t now_us,
+                 bool refund) {
+  const std::int64_t tat = tat_now(s, now_us);
+  s = scalar_state(refund ? std::max(now_us, tat - p.cost)
+                          : std::min(tat + p.cost, now_us + 2 * p.b));
+}
+
 }  // namespace sluice::detail

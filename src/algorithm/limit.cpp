@@ -2,6 +2,7 @@
 // integer units, peek, the all-or-nothing multi-key decision, the public decision.
 #include "algorithm/limit.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "algorithm/algorithms.hpp"
@@ -25,12 +26,41 @@ limit_outcome token_bucket_step(const limit_params& p, std::optional<limit_state
                                 std::int64_t now_ms) {
   const auto o = token_bucket_decide(as_bucket_params(p), as_bucket(s), now_ms);
   if (o.allowed) s = scalar_state(o.next.level_ut, o.next.ts_ms);
-  return {o.allowed, o.remaining_ut / micro_tokens_per_token, o.retry_after_ms,
-          o.reset_after_ms};
+  // A penalized bucket can be below zero: nothing remains.
+  return {o.allowed, std::max<std::int64_t>(0, o.remaining_ut) / micro_tokens_per_token,
+          o.retry_after_ms, o.reset_after_ms};
 }
 
-limit_status status(const limit_params& p, const std::optional<limit_state>& s,
+// A block that still holds: denied until it ends, nothing remaining.
+limit_outcome blocked(std::int64_t until_us, std::int64_t now_us) noexcept {
+  const std::int64_t left = ceil_div(until_us - now_us, 1000);
+  return {false, 0, left, left};
+}
+
+// True while `s` is a block at now; a block that is over is no state any more.
+bool still_blocked(std::optional<limit_state>& s, std::int64_t now_us) noexcept {
+  if (!s || s->blocked_until_us == 0) return false;
+  if (now_us < s->blocked_until_us) return true;
+  s.reset();
+  return false;
+}
+
+// One unit of what the policy counts, in its parameters' units.
+std::int64_t unit_of(const limit_params& p) noexcept {
+  switch (p.algo) {
+    case algorithm::token_bucket: return micro_tokens_per_token;
+    case algorithm::gcra: return p.a;
+    default: return 1;
+  }
+}
+
+limit_status status(const limit_params& p, const std::optional<limit_state>& state,
                     std::int64_t now_us) {
+  std::optional<limit_state> s = state;
+  if (still_blocked(s, now_us)) {
+    const auto b = blocked(s->blocked_until_us, now_us);
+    return {0, b.reset_after_ms};
+  }
   const std::int64_t now_ms = ms_of(now_us);
   switch (p.algo) {
     case algorithm::token_bucket: {
@@ -39,7 +69,8 @@ limit_status status(const limit_params& p, const std::optional<limit_state>& s,
       // spending, hence the cost added back).
       const auto o = token_bucket_decide(as_bucket_params(p), as_bucket(s), now_ms);
       const std::int64_t level = o.remaining_ut + (o.allowed ? p.cost : 0);
-      return {level / micro_tokens_per_token, ceil_div(p.a - level, p.b)};
+      return {std::max<std::int64_t>(0, level) / micro_tokens_per_token,
+              ceil_div(p.a - level, p.b)};
     }
     case algorithm::gcra: return gcra_status(p, s, now_us);
     case algorithm::fixed_window: return fixed_window_status(p, s, now_ms);
@@ -77,6 +108,7 @@ limit_params to_limit_params(const policy& p, std::uint64_t cost) noexcept {
 
 limit_outcome limit_decide(const limit_params& p, std::optional<limit_state>& state,
                            std::int64_t now_us) {
+  if (still_blocked(state, now_us)) return blocked(state->blocked_until_us, now_us);
   switch (p.algo) {
     case algorithm::token_bucket: return token_bucket_step(p, state, ms_of(now_us));
     case algorithm::gcra: return gcra_decide(p, state, now_us);
@@ -91,11 +123,83 @@ limit_outcome limit_decide(const limit_params& p, std::optional<limit_state>& st
 limit_outcome limit_peek(const limit_params& p, const std::optional<limit_state>& state,
                          std::int64_t now_us) {
   std::optional<limit_state> scratch = state;
+  if (still_blocked(scratch, now_us)) return blocked(scratch->blocked_until_us, now_us);
   limit_outcome o = limit_decide(p, scratch, now_us);
   const auto st = status(p, state, now_us);
   o.remaining = st.remaining;
   o.reset_after_ms = st.reset_after_ms;
   return o;
+}
+
+limit_params to_limit_params(const policy& p, key_operation op, std::uint64_t amount) noexcept {
+  limit_params lp = to_limit_params(p, op == key_operation::peek || op == key_operation::refund ||
+                                              op == key_operation::penalize
+                                          ? amount
+                                          : 1);
+  lp.op = static_cast<limit_op>(op);
+  if (op == key_operation::block) lp.cost = static_cast<std::int64_t>(amount);
+  if (op == key_operation::reset) lp.cost = 0;
+  return lp;
+}
+
+limit_applied limit_apply(const limit_params& p, std::optional<limit_state>& state,
+                          std::int64_t now_us) {
+  limit_applied r;
+  switch (p.op) {
+    case limit_op::check:
+      r.outcome = limit_decide(p, state, now_us);
+      r.write = r.outcome.allowed;
+      r.ttl_ms = r.outcome.reset_after_ms;
+      return r;
+    case limit_op::peek:
+      r.outcome = limit_peek(p, state, now_us);
+      return r;
+    case limit_op::block:
+      state = limit_state{};
+      state->blocked_until_us = now_us + p.cost * 1000;
+      r.outcome = blocked(state->blocked_until_us, now_us);
+      r.write = true;
+      r.ttl_ms = p.cost;
+      return r;
+    case limit_op::reset:
+      state.reset();
+      break;
+    case limit_op::refund:
+    case limit_op::penalize: {
+      // A block is not something to refund or add to: it stays as it is.
+      if (still_blocked(state, now_us)) {
+        r.outcome = blocked(state->blocked_until_us, now_us);
+        return r;
+      }
+      const bool refund = p.op == limit_op::refund;
+      const std::int64_t now_ms = ms_of(now_us);
+      switch (p.algo) {
+        case algorithm::token_bucket: {
+          const auto tb = as_bucket_params(p);
+          auto s = token_bucket_refill(tb, as_bucket(state), now_ms);
+          s.level_ut = refund ? std::min(p.a, s.level_ut + p.cost) : std::max(-p.a, s.level_ut - p.cost);
+          state = scalar_state(s.level_ut, s.ts_ms);
+          break;
+        }
+        case algorithm::gcra: gcra_adjust(p, state, now_us, refund); break;
+        case algorithm::fixed_window: fixed_window_adjust(p, state, now_ms, refund); break;
+        case algorithm::sliding_window_counter:
+          sliding_window_counter_adjust(p, state, now_ms, refund);
+          break;
+        case algorithm::sliding_window: sliding_window_adjust(p, state, now_ms, refund); break;
+      }
+      break;
+    }
+  }
+  // What a check of one unit sees now; a state that no longer matters is not kept.
+  limit_params unit = p;
+  unit.op = limit_op::check;
+  unit.cost = unit_of(p);
+  r.outcome = limit_peek(unit, state, now_us);
+  r.write = true;
+  r.ttl_ms = r.outcome.reset_after_ms;
+  if (r.ttl_ms == 0) state.reset();
+  return r;
 }
 
 limit_outcome limit_assumed(const limit_params& p, bool allow) noexcept {

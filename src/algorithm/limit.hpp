@@ -14,6 +14,7 @@
 #include <span>
 #include <vector>
 
+#include <sluice/backend.hpp>
 #include <sluice/decision.hpp>
 #include <sluice/policy.hpp>
 
@@ -23,15 +24,29 @@ namespace sluice::detail {
 /// token_bucket: capacity_ut, rate_ut_per_ms; gcra: T_us (time per token), B_us (capacity x
 /// T: the burst as time); windows: limit, window_ms. `cost` is in the same units (tb:
 /// micro-tokens; gcra: cost x T; windows: requests).
+/// What a step does: a check, or one of the key operations (the same numbers as
+/// sluice::key_operation, and on the wire, where a script gets algorithm + 8 x op).
+enum class limit_op : std::uint8_t { check = 0, peek, reset, refund, penalize, block };
+
 struct limit_params {
   sluice::algorithm algo = sluice::algorithm::token_bucket;
   std::int64_t a = 0;
   std::int64_t b = 0;
+  /// check and peek: the cost; refund and penalize: the amount, in the same units; block:
+  /// its length in ms; reset: 0.
   std::int64_t cost = 0;
+  limit_op op = limit_op::check;
   friend bool operator==(const limit_params&, const limit_params&) = default;
 };
 
 limit_params to_limit_params(const policy& p, std::uint64_t cost) noexcept;
+/// The parameters of a key operation on a validated policy (`amount` as backend::operate).
+limit_params to_limit_params(const policy& p, key_operation op, std::uint64_t amount) noexcept;
+
+/// The number a script gets for the algorithm and the step: algorithm + 8 x op.
+constexpr std::int64_t wire_code(const limit_params& p) noexcept {
+  return static_cast<std::int64_t>(p.algo) + 8 * static_cast<std::int64_t>(p.op);
+}
 
 /// gcra's time per token T in whole microseconds: the rate is first rounded to 0.001/s as
 /// token_bucket's is, then T to the nearest microsecond (so rates above ~1000/s run up to
@@ -54,6 +69,9 @@ struct limit_state {
   std::int64_t y = 0;
   std::int64_t z = 0;
   std::vector<log_entry> log;
+  /// A block (key_operation::block) until then, in us; 0: none. While it lasts the key is
+  /// denied and nothing else is kept; after it the key starts afresh.
+  std::int64_t blocked_until_us = 0;
   friend bool operator==(const limit_state&, const limit_state&) = default;
 };
 
@@ -84,6 +102,20 @@ limit_outcome limit_decide(const limit_params& p, std::optional<limit_state>& st
 /// as the state is; allowed and retry_after_ms as limit_decide would answer.
 limit_outcome limit_peek(const limit_params& p, const std::optional<limit_state>& state,
                          std::int64_t now_us);
+
+/// The result of limit_apply: the outcome to report, and what to store.
+struct limit_applied {
+  limit_outcome outcome;
+  bool write = false;        ///< store `state` (or delete the key when it is empty)
+  std::int64_t ttl_ms = 0;   ///< the stored state's lifetime when written
+};
+
+/// Any step, p.op saying which. A check is limit_decide (written when allowed); a peek is
+/// limit_peek (never written); the key operations always write: `state` becomes what to
+/// store (empty: delete the key), and the outcome is what a check of one unit sees after
+/// (peek's), or the block's denial.
+limit_applied limit_apply(const limit_params& p, std::optional<limit_state>& state,
+                          std::int64_t now_us);
 
 /// What a failure mode decides without a backend: `allow` (open) as if the key had no
 /// state; otherwise (closed) as if it were used up: a bucket empty, a window full for one

@@ -74,4 +74,34 @@ limit_status sliding_window_status(const limit_params& p, const std::optional<li
   return {std::max<std::int64_t>(0, p.a - total_from(log, first)), log.back().ts_ms + p.b - now_ms};
 }
 
+void sliding_window_adjust(const limit_params& p, std::optional<limit_state>& s,
+                           std::int64_t now_ms, bool refund) {
+  const auto& log = s ? s->log : no_log;
+  limit_state next;
+  next.log.assign(log.begin() + static_cast<std::ptrdiff_t>(first_live(p, log, now_ms)),
+                  log.end());
+  auto& live = next.log;
+  if (refund) {
+    // The newest entries are the ones the spending wrote.
+    std::int64_t back = p.cost;
+    while (back > 0 && !live.empty()) {
+      const std::int64_t take = std::min(back, live.back().n);
+      live.back().n -= take;
+      back -= take;
+      if (live.back().n == 0) live.pop_back();
+    }
+  } else {
+    const std::int64_t add = std::min(p.cost, 2 * p.a - total_from(live, 0));
+    if (add > 0) {
+      const std::int64_t ts = live.empty() ? now_ms : std::max(now_ms, live.back().ts_ms);
+      if (!live.empty() && live.back().ts_ms == ts) {
+        live.back().n += add;
+      } else {
+        live.push_back({ts, add});
+      }
+    }
+  }
+  s = std::move(next);
+}
+
 }  // namespace sluice::detail

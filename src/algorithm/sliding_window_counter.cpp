@@ -87,4 +87,11 @@ limit_status sliding_window_counter_status(const limit_params& p,
   return {left(p, c), until_empty(p, c, now_ms)};
 }
 
+void sliding_window_counter_adjust(const limit_params& p, std::optional<limit_state>& s,
+                                   std::int64_t now_ms, bool refund) {
+  counts c = current(p, s, now_ms);
+  c.cur = refund ? std::max<std::int64_t>(0, c.cur - p.cost) : std::min(2 * p.a, c.cur + p.cost);
+  s = scalar_state(c.start, c.cur, c.prev);
+}
+
 }  // namespace sluice::detail

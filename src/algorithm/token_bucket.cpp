@@ -13,10 +13,7 @@ token_bucket_params to_params(const policy& p, std::uint64_t cost) noexcept {
   };
 }
 
-namespace {
-
-// The bucket brought up to `now_ms`: capped at the capacity and refilled.
-token_bucket_state refill(const token_bucket_params& p, std::optional<token_bucket_state> prev,
+token_bucket_state token_bucket_refill(const token_bucket_params& p, std::optional<token_bucket_state> prev,
                           std::int64_t now_ms) noexcept {
   token_bucket_state s = prev.value_or(token_bucket_state{p.capacity_ut, now_ms});
   // A capacity lowered since the state was written caps the level at once.
@@ -33,12 +30,10 @@ token_bucket_state refill(const token_bucket_params& p, std::optional<token_buck
   return s;
 }
 
-}  // namespace
-
 token_bucket_outcome token_bucket_decide(const token_bucket_params& p,
                                          std::optional<token_bucket_state> prev,
                                          std::int64_t now_ms) noexcept {
-  token_bucket_state s = refill(p, prev, now_ms);
+  token_bucket_state s = token_bucket_refill(p, prev, now_ms);
   token_bucket_outcome o;
   if (s.level_ut >= p.cost_ut) {
     o.allowed = true;
@@ -83,7 +78,7 @@ token_bucket_multi_outcome token_bucket_decide_all(
   // Nothing is spent: report every bucket as it is.
   for (std::size_t i = 0; i < items.size(); ++i) {
     const auto& p = items[i].params;
-    const auto level = refill(p, prev[items[i].bucket], now_ms).level_ut;
+    const auto level = token_bucket_refill(p, prev[items[i].bucket], now_ms).level_ut;
     auto& o = m.items[i];
     o.next = {};
     o.remaining_ut = level;
@@ -97,7 +92,9 @@ decision to_decision(const token_bucket_outcome& o, std::uint64_t capacity) noex
   decision d;
   d.allowed = o.allowed;
   d.limit = capacity;
-  d.remaining = static_cast<std::uint64_t>(o.remaining_ut / micro_tokens_per_token);
+  // A penalized bucket can be below zero: nothing remains.
+  d.remaining = static_cast<std::uint64_t>(std::max<std::int64_t>(0, o.remaining_ut) /
+                                           micro_tokens_per_token);
   d.retry_after = std::chrono::milliseconds{o.retry_after_ms};
   d.reset_after = std::chrono::milliseconds{o.reset_after_ms};
   return d;

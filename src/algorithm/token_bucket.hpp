@@ -45,6 +45,12 @@ struct token_bucket_outcome {
   std::int64_t reset_after_ms = 0;  ///< until full; also the stored key's time to live
 };
 
+/// The bucket brought up to `now_ms`: capped at the capacity and refilled (a missing one
+/// is full). A clock that went backwards refills nothing.
+token_bucket_state token_bucket_refill(const token_bucket_params& p,
+                                       std::optional<token_bucket_state> prev,
+                                       std::int64_t now_ms) noexcept;
+
 token_bucket_outcome token_bucket_decide(const token_bucket_params& p,
                                          std::optional<token_bucket_state> prev,
                                          std::int64_t now_ms) noexcept;

@@ -1,6 +1,7 @@
 // The default multi-key decision of sluice::backend, for backends without an atomic one:
 // item by item, so it is not all-or-nothing (documented in backend.hpp).
 #include <sluice/backend.hpp>
+#include <sluice/error.hpp>
 
 #include <memory>
 #include <string>
@@ -41,6 +42,11 @@ void next(backend& b, std::shared_ptr<chain> c) {
 }
 
 }  // namespace
+
+std::error_code backend::operate(std::string_view, const policy&, key_operation, std::uint64_t,
+                                 decision&) {
+  return errc::unsupported_operation;
+}
 
 std::error_code backend::decide_all(std::span<const check_item> items, std::vector<decision>& out) {
   out.clear();

@@ -38,6 +38,12 @@ std::optional<decision> deny_cache::lookup(std::string_view key, const policy& p
   return d;
 }
 
+void deny_cache::forget(std::string_view key) {
+  shard& s = shard_for(key);
+  std::lock_guard lock(s.mu);
+  if (auto it = s.map.find(key); it != s.map.end()) s.map.erase(it);
+}
+
 void deny_cache::remember(std::string_view key, const policy& p, std::uint64_t cost,
                           const decision& d) {
   const std::int64_t now = clock_->now().count();

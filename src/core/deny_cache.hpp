@@ -28,6 +28,8 @@ class deny_cache {
   std::optional<decision> lookup(std::string_view key, const policy& p, std::uint64_t cost);
   /// Remembers a backend's (non-degraded) denial.
   void remember(std::string_view key, const policy& p, std::uint64_t cost, const decision& d);
+  /// Drops what is remembered for `key` (its state was changed by a key operation).
+  void forget(std::string_view key);
 
  private:
   struct entry {

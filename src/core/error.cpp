@@ -23,6 +23,10 @@ class category_impl final : public std::error_category {
         return "capacity must be 1..1000000000";
       case errc::invalid_refill_rate:
         return "refill_per_second must be a finite number in 0.001..1e9";
+      case errc::unsupported_operation:
+        return "this backend does not support key operations";
+      case errc::invalid_duration:
+        return "a block lasts 1 ms..366 days";
       case errc::invalid_gcra_rate:
         return "gcra: refill_per_second must be at most 1e6, and capacity / refill_per_second "
                "at most 1e9 seconds";

@@ -239,6 +239,64 @@ void limiter::start_check(std::string_view key, const policy& p, std::uint64_t c
                                 });
 }
 
+decision limiter::peek(std::string_view key, const policy& p, std::uint64_t cost,
+                       std::error_code& ec) noexcept {
+  ec = validate(key, p, cost);
+  if (ec) {
+    state_->invalid.fetch_add(1, std::memory_order_relaxed);
+    return {};
+  }
+  decision d;
+  const auto bec = state_->primary->operate(key, p, key_operation::peek, cost, d);
+  if (!bec) {
+    state_->log.success();
+    return d;
+  }
+  state_->backend_errors.fetch_add(1, std::memory_order_relaxed);
+  state_->log.failure(bec);
+  if (p.on_failure != failure_mode::local ||
+      state_->fallback->operate(key, p, key_operation::peek, cost, d)) {
+    d = state::synthetic(p, cost, p.on_failure != failure_mode::closed);
+  }
+  d.degraded = true;
+  d.backend_error = bec;
+  return d;
+}
+
+decision limiter::peek(std::string_view key, const policy& p, std::uint64_t cost) {
+  std::error_code ec;
+  auto d = peek(key, p, cost, ec);
+  if (ec) throw std::system_error(ec);
+  return d;
+}
+
+decision limiter::operate(std::string_view key, const policy& p, key_operation op,
+                          std::uint64_t amount, std::error_code& ec) noexcept {
+  ec = validate(key, p, 1);
+  if (!ec && (op == key_operation::refund || op == key_operation::penalize || op == key_operation::peek)) {
+    ec = validate(key, p, amount);
+  }
+  if (!ec && op == key_operation::block &&
+      (amount < 1 || amount > static_cast<std::uint64_t>(max_window.count()))) {
+    ec = errc::invalid_duration;
+  }
+  if (ec) {
+    state_->invalid.fetch_add(1, std::memory_order_relaxed);
+    return {};
+  }
+  if (op == key_operation::peek) return peek(key, p, amount, ec);
+  state_->denials.forget(key);
+  decision d;
+  if (auto bec = state_->primary->operate(key, p, op, amount, d)) {
+    state_->backend_errors.fetch_add(1, std::memory_order_relaxed);
+    state_->log.failure(bec);
+    ec = bec;
+    return {};
+  }
+  state_->log.success();
+  return d;
+}
+
 std::vector<decision> limiter::check_all(std::span<const check_item> items, std::error_code& ec) {
   if (auto early = state_->precheck_all(items, ec)) return std::move(*early);
   std::vector<decision> ds;

@@ -121,6 +121,10 @@ struct alignas(64) slot {
 static_assert(sizeof(slot) == 64);
 static_assert(max_key_size <= 0xffff);
 
+// The slot tag of a block (key_operation::block): `x` holds its end in us, whatever the
+// algorithm.
+constexpr std::uint8_t blocked_tag = 7;
+
 // Frees a sliding_window slot's log; the slot then holds a token_bucket's empty state.
 void release_log(slot& s) noexcept {
   if (s.algo == static_cast<std::uint8_t>(algorithm::sliding_window)) {
@@ -133,8 +137,13 @@ void release_log(slot& s) noexcept {
 // The slot's state for a decision of algorithm `a` at now_ms: none once it expired, or
 // when it was written by another algorithm (a key whose policy changed starts afresh).
 std::optional<detail::limit_state> load_state(const slot& s, algorithm a, std::int64_t now_ms) {
-  if (s.expires_ms <= now_ms || s.algo != static_cast<std::uint8_t>(a)) return std::nullopt;
+  if (s.expires_ms <= now_ms) return std::nullopt;
   detail::limit_state st;
+  if (s.algo == blocked_tag) {
+    st.blocked_until_us = s.x;
+    return st;
+  }
+  if (s.algo != static_cast<std::uint8_t>(a)) return std::nullopt;
   switch (a) {
     case algorithm::sliding_window_counter:
       st.x = s.x;
@@ -153,6 +162,13 @@ std::optional<detail::limit_state> load_state(const slot& s, algorithm a, std::i
 
 void store_state(slot& s, algorithm a, detail::limit_state&& st, std::int64_t expires_ms) {
   s.expires_ms = expires_ms;
+  if (st.blocked_until_us != 0) {
+    release_log(s);
+    s.algo = blocked_tag;
+    s.x = st.blocked_until_us;
+    s.y = 0;
+    return;
+  }
   if (a == algorithm::sliding_window) {
     if (s.algo == static_cast<std::uint8_t>(a)) {
       *s.log() = std::move(st.log);
@@ -356,7 +372,7 @@ class memory_backend final : public backend {
     std::lock_guard lock(s.mu);
     slot* found = s.table.find(h, key);
 
-    if (p.algorithm != algorithm::token_bucket) {
+    if (p.algorithm != algorithm::token_bucket || (found != nullptr && found->algo == blocked_tag)) {
       out = decide_generic(s, found, h, key, p, cost, now_us);
       return {};
     }
@@ -379,6 +395,34 @@ class memory_backend final : public backend {
       s.next_sweep_ms = std::min(s.next_sweep_ms, full_at_ms);
     }
     out = detail::to_decision(o, p.capacity);
+    return {};
+  }
+
+  std::error_code operate(std::string_view key, const policy& p, key_operation op,
+                          std::uint64_t amount, decision& out) override {
+    const std::int64_t now_us = clock_->now().count();
+    const std::int64_t now_ms = now_us / 1000;
+    const std::uint64_t h = hash_key(key);
+    shard& s = shards_[(h >> 32) % shards_.size()];
+    std::lock_guard lock(s.mu);
+    slot* found = s.table.find(h, key);
+    std::optional<detail::limit_state> state;
+    if (found != nullptr) state = load_state(*found, p.algorithm, now_ms);
+    auto r = detail::limit_apply(detail::to_limit_params(p, op, amount), state, now_us);
+    if (r.write && state) {
+      // A block ends at its microsecond: its expiry is rounded up, never down.
+      const std::int64_t expires_ms = state->blocked_until_us != 0
+                                          ? detail::ceil_div(state->blocked_until_us, 1000)
+                                          : expiry(p.algorithm, now_ms, r.ttl_ms);
+      slot& f = found != nullptr ? *found : insert(s, h, key, now_ms);
+      store_state(f, p.algorithm, std::move(*state), expires_ms);
+      s.next_sweep_ms = std::min(s.next_sweep_ms, expires_ms);
+    } else if (r.write && found != nullptr) {
+      // Forgotten: expired now, swept with the others.
+      release_log(*found);
+      found->expires_ms = now_ms;
+    }
+    out = detail::to_decision(r.outcome, limit_of(p));
     return {};
   }
 

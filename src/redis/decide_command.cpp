@@ -23,10 +23,11 @@ struct decimal {
   std::size_t len = 0;
 };
 
-// No wait is longer than the largest bucket takes to refill from empty at the lowest rate
-// (1e9 tokens at 0.001/s: 1e15 ms); gcra's bursts and the windows are shorter still.
+// No wait is longer than the largest bucket takes to refill from one capacity below empty
+// (a penalized bucket owes at most one burst) at the lowest rate: 1e9 tokens at 0.001/s
+// twice over, 2e15 ms; gcra's bursts and the windows are shorter still.
 constexpr long long longest_wait_ms =
-    static_cast<long long>(max_capacity) * detail::micro_tokens_per_token;
+    2 * static_cast<long long>(max_capacity) * detail::micro_tokens_per_token;
 
 // {allowed 0|1, remaining whole units, retry_after_ms, reset_after_ms} at e[0..3].
 script_reply parse_outcome(const redisReply* const* e, detail::limit_outcome& out) noexcept {
@@ -54,7 +55,7 @@ script_reply parse_outcome(const redisReply* const* e, detail::limit_outcome& ou
 void append_decide_command(std::string& out, script_call call, std::string_view full_key,
                            const detail::limit_params& params,
                            std::optional<std::int64_t> now_ms) {
-  const decimal algo(static_cast<std::int64_t>(params.algo)), a(params.a), b(params.b),
+  const decimal algo(detail::wire_code(params)), a(params.a), b(params.b),
       cost(params.cost), now(now_ms.value_or(0));
   const std::string_view script =
       call == script_call::evalsha ? detail::lua_decide.sha1 : detail::lua_decide.source;
@@ -78,7 +79,7 @@ void append_multi(std::string& out, script_call call, const detail::lua_script& 
   numbers.reserve(4 * keys.size() + 2);
   numbers.emplace_back(static_cast<std::int64_t>(keys.size()));
   for (const auto& k : keys) {
-    numbers.emplace_back(static_cast<std::int64_t>(k.params.algo));
+    numbers.emplace_back(detail::wire_code(k.params));
     numbers.emplace_back(k.params.a);
     numbers.emplace_back(k.params.b);
     numbers.emplace_back(k.params.cost);
@@ -116,7 +117,7 @@ void append_decide_batch_command(std::string& out, script_call call,
     std::size_t j = i + 1;
     while (j < keys.size() && keys[j].params == p) ++j;
     numbers.emplace_back(static_cast<std::int64_t>(j - i));
-    numbers.emplace_back(static_cast<std::int64_t>(p.algo));
+    numbers.emplace_back(detail::wire_code(p));
     numbers.emplace_back(p.a);
     numbers.emplace_back(p.b);
     numbers.emplace_back(p.cost);

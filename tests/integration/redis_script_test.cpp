@@ -96,6 +96,8 @@ struct tracked {
   std::optional<detail::limit_state> state;
   algorithm algo = algorithm::token_bucket;
   std::optional<detail::limit_state> for_algo(algorithm a) const {
+    // A block holds whatever the algorithm.
+    if (state && state->blocked_until_us != 0) return state;
     return algo == a ? state : std::nullopt;
   }
 };
@@ -103,6 +105,7 @@ struct tracked {
 // The stored value lua/prelude.lua writes for a state.
 std::string stored_form(algorithm a, const detail::limit_state& s) {
   const auto n = [](std::int64_t v) { return std::to_string(v); };
+  if (s.blocked_until_us != 0) return "b" + n(s.blocked_until_us);
   switch (a) {
     case algorithm::token_bucket: return n(s.x) + " " + n(s.y);
     case algorithm::gcra: return n(s.x);
@@ -166,7 +169,7 @@ TEST(RedisScriptTest, LuaMatchesCppOnRandomHistories) {
   const std::uint64_t seed = std::random_device{}();
   std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
   std::mt19937_64 rng(seed);
-  int steps = 0, allowed = 0, denied = 0;
+  int steps = 0, allowed = 0, denied = 0, ops = 0;
   for (int history = 0; history < 100; ++history) {
     const std::string key = "history:" + std::to_string(history);
     tracked t;
@@ -177,10 +180,22 @@ TEST(RedisScriptTest, LuaMatchesCppOnRandomHistories) {
                    " step " + std::to_string(step) + " " + std::string(to_string(pol.algorithm)));
       now += random_step(rng);
       if (rng() % 20 == 0) pol = random_policy(rng);  // the policy changed
-      const auto p = random_params(rng, pol, 4);
+      auto p = random_params(rng, pol, 4);
+      // One step in five is a key operation, on the same key.
+      if (rng() % 5 == 0) {
+        const auto op = static_cast<key_operation>(1 + rng() % 5);
+        const std::uint64_t amount =
+            op == key_operation::block ? 1 + rng() % 3000 : 1 + rng() % limit_of(pol);
+        p = detail::to_limit_params(pol, op, amount);
+        ++ops;
+      }
 
+      SCOPED_TRACE("op " + std::to_string(static_cast<int>(p.op)) + " cost " +
+                   std::to_string(p.cost) + " stored " +
+                   (t.state ? stored_form(t.algo, *t.state) : std::string("none")));
       auto next = t.for_algo(p.algo);
-      const auto cpp = detail::limit_decide(p, next, now * 1000);
+      const auto applied = detail::limit_apply(p, next, now * 1000);
+      const auto& cpp = applied.outcome;
       // The script, then the key's expiry and value, with nothing in between. Redis expires
       // keys in real time while the history runs on its own clock, so PERSIST keeps the
       // state for the next step (a 1 ms expiry cannot pass inside one transaction).
@@ -196,14 +211,16 @@ TEST(RedisScriptTest, LuaMatchesCppOnRandomHistories) {
       ASSERT_NO_FATAL_FAILURE(expect_same_outcome(lua, cpp));
       const long long ttl = replies->element[1]->integer;
       const redisReply& stored = *replies->element[3];
-      if (cpp.allowed) {
-        ++allowed;
+      (cpp.allowed ? allowed : denied) += 1;
+      if (applied.write) {
         t = {std::move(next), p.algo};
         // The key lives until its state stops mattering: then it may vanish.
-        ASSERT_LE(ttl, expected_px(p.algo, cpp.reset_after_ms));
-        ASSERT_GE(ttl, expected_px(p.algo, cpp.reset_after_ms) - 1000);
-      } else {
-        ++denied;
+        if (t.state) {
+          const auto px = t.state->blocked_until_us != 0 ? applied.ttl_ms
+                                                         : expected_px(p.algo, applied.ttl_ms);
+          ASSERT_LE(ttl, px);
+          ASSERT_GE(ttl, px - 1000);
+        }
       }
       if (t.state) {
         ASSERT_EQ(redis::reply_text(stored), stored_form(t.algo, *t.state));
@@ -212,9 +229,11 @@ TEST(RedisScriptTest, LuaMatchesCppOnRandomHistories) {
       }
     }
   }
-  std::printf("%d steps: %d allowed, %d denied\n", steps, allowed, denied);
+  std::printf("%d steps: %d allowed, %d denied, %d key operations\n", steps, allowed, denied,
+              ops);
   EXPECT_GT(allowed, steps / 10);
   EXPECT_GT(denied, steps / 10);
+  EXPECT_GT(ops, steps / 10);
 }
 
 // lua/decide_multi.lua against limit_decide_all: calls of 2..5 items over a pool of 3 keys
@@ -330,13 +349,24 @@ TEST(RedisScriptTest, BatchLuaMatchesCppOnRandomHistories) {
         dup = dup || seen[k];
         seen[k] = true;
         // Within a batch a key may even change algorithm: each item decides on its own.
-        const auto p = random_params(rng, rng() % 8 == 0 ? random_policy(rng) : kp.policy_of[k], 4);
+        const policy& pol = rng() % 8 == 0 ? random_policy(rng) : kp.policy_of[k];
+        auto p = random_params(rng, pol, 4);
+        if (rng() % 6 == 0) {  // a key operation, carried by the batch like a check
+          const auto op = static_cast<key_operation>(1 + rng() % 5);
+          p = detail::to_limit_params(
+              pol, op, op == key_operation::block ? 1 + rng() % 3000 : 1 + rng() % limit_of(pol));
+        }
         keys.push_back({kp.names[k], p});
         auto next = kp.keys[k].for_algo(p.algo);
-        cpp.push_back(detail::limit_decide(p, next, now * 1000));
-        if (cpp.back().allowed) {
+        const auto applied = detail::limit_apply(p, next, now * 1000);
+        cpp.push_back(applied.outcome);
+        if (applied.write) {
           kp.keys[k] = {std::move(next), p.algo};
-          ttl[k] = expected_px(p.algo, cpp.back().reset_after_ms);
+          ttl[k].reset();
+          if (kp.keys[k].state) {
+            ttl[k] = kp.keys[k].state->blocked_until_us != 0 ? applied.ttl_ms
+                                                             : expected_px(p.algo, applied.ttl_ms);
+          }
         }
       }
       repeated += dup ? 1 : 0;

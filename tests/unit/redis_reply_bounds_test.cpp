@@ -50,12 +50,13 @@ TEST(RedisReplyBoundsTest, ArrayHeadersAnnouncingTooManyElementsAreProtocolError
 
 TEST(RedisReplyBoundsTest, WaitsLongerThanAnyBucketCanTakeAreMalformed) {
   detail::limit_outcome o;
-  // 1e9 tokens refilled at 0.001/s: the longest wait there is, 1e15 ms.
+  // 1e9 tokens refilled at 0.001/s from a full burst below empty (a penalty): the longest
+  // wait there is, 2e15 ms.
   EXPECT_EQ(redis::parse_decide_reply(
-                *parse_one("*4\r\n:0\r\n:0\r\n:1000000000000000\r\n:1000000000000000\r\n"), o),
+                *parse_one("*4\r\n:0\r\n:0\r\n:2000000000000000\r\n:2000000000000000\r\n"), o),
             redis::script_reply::decided);
-  for (std::string_view bad : {"*4\r\n:0\r\n:0\r\n:1000000000000001\r\n:1\r\n",
-                               "*4\r\n:1\r\n:0\r\n:0\r\n:1000000000000001\r\n",
+  for (std::string_view bad : {"*4\r\n:0\r\n:0\r\n:2000000000000001\r\n:1\r\n",
+                               "*4\r\n:1\r\n:0\r\n:0\r\n:2000000000000001\r\n",
                                "*4\r\n:0\r\n:0\r\n:9223372036854775807\r\n:1\r\n"}) {
     EXPECT_EQ(redis::parse_decide_reply(*parse_one(bad), o), redis::script_reply::malformed)
         << bad;

@@ -183,6 +183,19 @@ class cluster_backend final : public backend {
         out);
   }
 
+  std::error_code operate(std::string_view key, const policy& p, key_operation op,
+                          std::uint64_t amount, decision& out) override {
+    if (std::this_thread::get_id() == thread_.get_id())
+      return make_error_code(errc::backend_unavailable);
+    // The decision path carries the step: routed by the key's slot like a check.
+    return detail::await_decision(
+        [&](decide_handler done) {
+          core_->client->submit(prefix_ + std::string(key), detail::to_limit_params(p, op, amount),
+                                limit_of(p), std::move(done));
+        },
+        wait_limit_, out);
+  }
+
   void async_decide(std::string_view key, const policy& p, std::uint64_t cost,
                     decide_handler handler) override {
     std::string full_key;

@@ -300,6 +300,18 @@ class sentinel_backend final : public backend {
     return ec;
   }
 
+  std::error_code operate(std::string_view key, const policy& p, key_operation op,
+                          std::uint64_t amount, decision& out) override {
+    auto b = core_->current();
+    if (!b) {
+      core_->request_ask();
+      return make_error_code(errc::backend_unavailable);
+    }
+    const auto ec = b->operate(key, p, op, amount, out);
+    if (worth_asking_again(ec)) core_->request_ask();
+    return ec;
+  }
+
   std::error_code decide_all(std::span<const check_item> items,
                              std::vector<decision>& out) override {
     auto b = core_->current();
