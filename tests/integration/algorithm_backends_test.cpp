@@ -196,6 +196,84 @@ TEST(AlgorithmBackendsTest, ClusterDecidesEveryAlgorithmAndRefundsAcrossSlots) {
   EXPECT_TRUE(lim.check(a, log, 10).allowed);
 }
 
+// peek, refund, penalize, reset and block on one key, as a user sees them through the
+// limiter: the same answers for every algorithm on every backend.
+void key_operations_on(limiter& lim, const std::string& where) {
+  for (const auto& [name, p] : ten_per_long_while()) {
+    SCOPED_TRACE(where + " " + name);
+    const std::string key = "ops:" + std::string(name);
+    std::error_code ec;
+    ASSERT_TRUE(lim.check(key, p, 4).allowed);
+    for (int i = 0; i < 3; ++i) {  // spends nothing
+      const auto d = lim.peek(key, p, 6, ec);
+      ASSERT_FALSE(ec) << ec.message();
+      EXPECT_FALSE(d.degraded) << d.backend_error.message();
+      EXPECT_TRUE(d.allowed);
+      EXPECT_EQ(d.remaining, 6u);
+    }
+    EXPECT_FALSE(lim.peek(key, p, 7).allowed);
+    EXPECT_EQ(lim.check(key, p, 6).remaining, 0u);
+
+    auto d = lim.refund(key, p, 3, ec);  // what a check of 1 sees after
+    ASSERT_FALSE(ec) << ec.message();
+    EXPECT_TRUE(d.allowed);
+    EXPECT_EQ(d.remaining, 3u);
+
+    d = lim.penalize(key, p, 10, ec);  // below zero: the client waits longer
+    ASSERT_FALSE(ec) << ec.message();
+    EXPECT_FALSE(d.allowed);
+    EXPECT_EQ(d.remaining, 0u);
+    EXPECT_GT(d.retry_after, 0ms);
+    EXPECT_FALSE(lim.check(key, p, 1).allowed);
+
+    d = lim.reset(key, p, ec);
+    ASSERT_FALSE(ec) << ec.message();
+    EXPECT_TRUE(d.allowed);
+    EXPECT_EQ(d.remaining, 10u);
+    EXPECT_EQ(lim.check(key, p, 10).remaining, 0u);
+
+    d = lim.block(key, p, 60s, ec);
+    ASSERT_FALSE(ec) << ec.message();
+    EXPECT_FALSE(d.allowed);
+    EXPECT_EQ(d.retry_after, 60s);
+    lim.reset(key, p, ec);
+    d = lim.block(key, p, 60s, ec);  // whatever the state: a fresh key is blocked too
+    const auto c = lim.check(key, p, 1);
+    EXPECT_FALSE(c.allowed);
+    EXPECT_GT(c.retry_after, 58s);
+    EXPECT_LE(c.retry_after, 60s);
+    EXPECT_FALSE(lim.peek(key, p, 1).allowed);
+    EXPECT_FALSE(lim.refund(key, p, 5, ec).allowed);  // a block is not refunded
+    EXPECT_TRUE(lim.reset(key, p, ec).allowed);       // but reset lifts it
+    EXPECT_TRUE(lim.check(key, p, 10).allowed);
+
+    // Bad amounts are refused before any backend.
+    lim.refund(key, p, 11, ec);
+    EXPECT_EQ(ec, errc::cost_exceeds_capacity);
+    lim.block(key, p, 0ms, ec);
+    EXPECT_EQ(ec, errc::invalid_duration);
+  }
+}
+
+TEST(AlgorithmBackendsTest, KeyOperationsOnMemoryAndRedis) {
+  limiter in_memory = limiter::in_memory();
+  key_operations_on(in_memory, "memory");
+  redis_server redis;
+  limiter on_redis(redis_at(redis.url()));
+  key_operations_on(on_redis, "redis");
+}
+
+TEST(AlgorithmBackendsTest, KeyOperationsOnCluster) {
+  redis_cluster cluster;
+  redis_options o;
+  o.url = cluster.url();
+  o.command_timeout = 2000ms;
+  o.connect_timeout = 1000ms;
+  limiter lim(make_redis_cluster_backend(o));
+  lim.check("warm-up", ten_per_long_while()[0].p);
+  key_operations_on(lim, "cluster");
+}
+
 TEST(AlgorithmBackendsTest, FailureModesSpeakEachAlgorithmsTerms) {
   // Nothing listens on this port: every call fails fast and the failure mode decides.
   redis_options o;
