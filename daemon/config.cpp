@@ -13,6 +13,7 @@
 #include <boost/asio/ip/address.hpp>
 
 #include <sluice/error.hpp>
+#include <sluice/http/duration.hpp>
 #include <sluice/redis_backend.hpp>
 #include <sluice/redis_cluster.hpp>
 
@@ -183,29 +184,86 @@ bool is_token(std::string_view s) {
   });
 }
 
+constexpr std::string_view algorithm_names =
+    "token_bucket, gcra, sliding_window, sliding_window_counter or fixed_window";
+
+// `window`: a duration such as 1m (see http::parse_duration) or, unquoted, a whole number of
+// milliseconds; 1 ms..366 days either way.
+std::chrono::milliseconds window_of(const reader& r, const YAML::Node& n,
+                                    const std::string& field) {
+  const auto s = r.scalar(n, field);
+  const auto out_of_range =
+      "must be 1ms..366d (1.." + std::to_string(max_window.count()) + " milliseconds), got " + s;
+  const bool digits =
+      !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (digits && n.Tag() != "!") {
+    std::int64_t ms = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), ms);
+    if (ec != std::errc{} || end != s.data() + s.size() || ms < 1 || ms > max_window.count())
+      r.fail(n, field, out_of_range);
+    return std::chrono::milliseconds{ms};
+  }
+  std::string why;
+  const auto d = http::parse_duration(s, &why);
+  if (!d && why.find("is not a duration") != std::string::npos)
+    r.fail(n, field, why + ", or a whole number of milliseconds");
+  if (!d || *d > max_window) r.fail(n, field, out_of_range);  // 0s, or past 2^63 ms
+  return *d;
+}
+
 void parse_policy(const reader& r, const YAML::Node& n, const std::string& field,
                   failure_mode default_mode, policy& p) {
   r.expect_map(n, field);
-  r.only_keys(n, field, {"algorithm", "capacity", "refill_per_second", "on_backend_failure"});
+  r.only_keys(
+      n, field,
+      {"algorithm", "capacity", "refill_per_second", "limit", "window", "on_backend_failure"});
   p.on_failure = default_mode;
   if (auto a = n["algorithm"]) {
     const auto s = r.scalar(a, field + ".algorithm");
     auto alg = parse_algorithm(s);
-    if (!alg)
-      r.fail(a, field + ".algorithm", "unsupported algorithm \"" + s + "\" (want token_bucket)");
+    if (!alg) {
+      r.fail(a, field + ".algorithm",
+             "unknown algorithm \"" + s + "\" (want " + std::string(algorithm_names) + ")");
+    }
     p.algorithm = *alg;
   }
-  auto cap = n["capacity"];
-  if (!cap) r.fail(n, field + ".capacity", "is required");
-  p.capacity = r.integer<std::uint64_t>(cap, field + ".capacity", 1, max_capacity);
-  auto rate = n["refill_per_second"];
-  if (!rate) r.fail(n, field + ".refill_per_second", "is required");
-  p.refill_per_second = r.number(rate, field + ".refill_per_second");
+  const bool window = is_window(p.algorithm);
+  const auto name =
+      std::string(to_string(p.algorithm)) + (n["algorithm"] ? "" : " (the default algorithm)");
+  // Parameters of the other family are refused by name: a window with a capacity (or a
+  // bucket with a limit) is a policy that does not mean what its author thinks.
+  constexpr const char* bucket_keys[] = {"capacity", "refill_per_second"};
+  constexpr const char* window_keys[] = {"limit", "window"};
+  for (const char* key : window ? bucket_keys : window_keys) {
+    if (auto v = n[key]) {
+      r.fail(v, field + "." + key,
+             window ? "is for token_bucket and gcra; " + name + " takes limit and window"
+                    : "is for sliding_window, sliding_window_counter and fixed_window; " + name +
+                          " takes capacity and refill_per_second");
+    }
+  }
+  // The node that validate()'s error is about, by field name.
+  std::map<std::string, YAML::Node, std::less<>> given;
+  auto required = [&](const char* key) {
+    auto v = n[key];
+    if (!v) r.fail(n, field + "." + key, "is required for " + name);
+    given.emplace(key, v);
+    return v;
+  };
+  if (window) {
+    p.limit = r.integer<std::uint64_t>(required("limit"), field + ".limit", 1, max_capacity);
+    p.window = window_of(r, required("window"), field + ".window");
+  } else {
+    p.capacity =
+        r.integer<std::uint64_t>(required("capacity"), field + ".capacity", 1, max_capacity);
+    p.refill_per_second = r.number(required("refill_per_second"), field + ".refill_per_second");
+  }
   if (auto m = n["on_backend_failure"]) p.on_failure = r.mode(m, field + ".on_backend_failure");
   if (auto ec = validate(p)) {
-    const bool rate_field = ec == errc::invalid_refill_rate;
-    r.fail(rate_field ? rate : cap, field + (rate_field ? ".refill_per_second" : ".capacity"),
-           ec.message());
+    const char* key = window ? "limit" : "capacity";
+    if (ec == errc::invalid_refill_rate || ec == errc::invalid_gcra_rate) key = "refill_per_second";
+    if (ec == errc::invalid_window) key = "window";
+    r.fail(given.at(key), field + "." + key, ec.message());
   }
 }
 
@@ -258,9 +316,9 @@ void parse_rule(const reader& r, const YAML::Node& n, const std::string& field, 
     r.fail(pol, field + ".policy", "no policy named \"" + rule.policy + "\"");
   }
   if (auto s = n["shadow"]) rule.shadow = r.boolean(s, field + ".shadow");
-  if (auto v = n["cost"]) {
-    rule.cost = r.integer<std::uint64_t>(v, field + ".cost", 1, it->second.capacity);
-  }
+  // At most the policy's capacity (buckets) or limit (windows).
+  if (auto v = n["cost"])
+    rule.cost = r.integer<std::uint64_t>(v, field + ".cost", 1, limit_of(it->second));
 }
 
 config parse_root(const reader& r, const YAML::Node& root) {

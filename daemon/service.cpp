@@ -378,9 +378,11 @@ void service::handle_check(const http_request& req, std::shared_ptr<const runtim
     return bad(422, "key_too_long",
                "\"key\" is longer than " + std::to_string(max_check_key_size) + " bytes");
   }
-  if (cost < 1 || cost > p->capacity) {
+  // At most the policy's capacity (buckets) or limit (windows).
+  if (cost < 1 || cost > limit_of(*p)) {
     return bad(422, "cost_out_of_range",
-               "\"cost\" must be 1.." + std::to_string(p->capacity) + " for policy \"" +
+               "\"cost\" must be 1.." + std::to_string(limit_of(*p)) + " (the " +
+                   (is_window(p->algorithm) ? "limit" : "capacity") + ") for policy \"" +
                    policy_name + "\"");
   }
 

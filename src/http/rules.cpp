@@ -65,9 +65,11 @@ rule_set::rule_set(std::map<std::string, sluice::policy, std::less<>> policies,
     const auto* p = find_policy(r.policy);
     if (!p) invalid(what + "unknown policy " + quoted(r.policy));
     if (r.cost < 1) invalid(what + "cost must be at least 1");
-    if (r.cost > p->capacity) {
-      invalid(what + "cost " + std::to_string(r.cost) + " exceeds the capacity " +
-              std::to_string(p->capacity) + " of policy " + quoted(r.policy));
+    // A request may cost at most a bucket's capacity or a window's limit.
+    if (r.cost > limit_of(*p)) {
+      invalid(what + "cost " + std::to_string(r.cost) + " exceeds the " +
+              (is_window(p->algorithm) ? "limit " : "capacity ") + std::to_string(limit_of(*p)) +
+              " of policy " + quoted(r.policy));
     }
     if (!r.match.path_prefix.starts_with('/')) {
       invalid(what + "path_prefix must start with '/', not " + quoted(r.match.path_prefix));

@@ -70,6 +70,64 @@ TEST(DaemonHttpTest, CheckReturnsExactDecisionsAndHeaders) {
   EXPECT_EQ(j["remaining"], 0);
 }
 
+// A sliding window in sluiced: /v1/check admits `limit` in the window and denies the next
+// (200 with allowed false, the 429 of /v1/auth), and both speak of the window in their headers.
+TEST(DaemonHttpTest, SlidingWindowPolicyDeniesPastItsLimit) {
+  sluiced_process d(R"(deny_status: 429
+policies:
+  search: { algorithm: sliding_window, limit: 3, window: 1h }
+rules:
+  - { name: search, match: { path_prefix: /search }, key: ip, policy: search }
+)");
+  for (int i = 0; i < 3; ++i) {
+    auto r = post_check(d.port(), R"({"key":"user:42","policy":"search"})");
+    ASSERT_EQ(r.status, 200) << r.body;
+    auto j = parse(r);
+    EXPECT_EQ(j["allowed"], true);
+    EXPECT_EQ(j["limit"], 3);
+    EXPECT_EQ(j["remaining"], 2 - i);
+    EXPECT_EQ(j["retry_after_ms"], 0);
+    EXPECT_EQ(r.header("X-RateLimit-Limit"), "3");
+    EXPECT_EQ(r.header("RateLimit-Policy"), R"("search";q=3;w=3600)");
+    EXPECT_FALSE(r.has_header("Retry-After"));
+  }
+  auto r = post_check(d.port(), R"({"key":"user:42","policy":"search"})");
+  ASSERT_EQ(r.status, 200);
+  auto j = parse(r);
+  EXPECT_EQ(j["allowed"], false);
+  EXPECT_EQ(j["remaining"], 0);
+  EXPECT_EQ(j["policy"], "search");
+  const auto retry_ms = j["retry_after_ms"].get<long>();  // the first leaves after an hour
+  EXPECT_GT(retry_ms, 3'590'000);
+  EXPECT_LE(retry_ms, 3'600'000);
+  EXPECT_EQ(r.header("Retry-After"), std::to_string((retry_ms + 999) / 1000));
+  EXPECT_EQ(r.header("X-RateLimit-Remaining"), "0");
+  // A cost over the window's limit is refused as such.
+  r = post_check(d.port(), R"({"key":"user:43","policy":"search","cost":4})");
+  EXPECT_EQ(r.status, 422);
+  EXPECT_EQ(parse(r)["detail"], R"("cost" must be 1..3 (the limit) for policy "search")");
+
+  // Forward-auth: the same window for each client IP, the IETF headers, a problem+json 429.
+  for (int i = 0; i < 3; ++i) {
+    auto a = http_request(d.port(), "GET", "/v1/auth/search?q=" + std::to_string(i));
+    EXPECT_EQ(a.status, 200) << i;
+    EXPECT_EQ(a.header("RateLimit-Policy"), R"("search";q=3;w=3600)");
+    EXPECT_EQ(a.header("RateLimit").rfind(R"("search";r=)" + std::to_string(2 - i) + ";t=", 0), 0u)
+        << a.header("RateLimit");
+  }
+  auto denied = http_request(d.port(), "GET", "/v1/auth/search?q=3");
+  EXPECT_EQ(denied.status, 429);
+  EXPECT_EQ(denied.header("Content-Type"), "application/problem+json");
+  EXPECT_EQ(denied.header("X-RateLimit-Limit"), "3");
+  EXPECT_EQ(denied.header("X-RateLimit-Remaining"), "0");
+  EXPECT_EQ(denied.header("RateLimit-Policy"), R"("search";q=3;w=3600)");
+  const auto retry_after = denied.header("Retry-After");
+  EXPECT_TRUE(retry_after == "3600" || retry_after == "3599") << retry_after;
+  EXPECT_EQ(denied.header("RateLimit"), R"("search";r=0;t=)" + retry_after);
+  EXPECT_EQ(json::parse(denied.body)["status"], 429);
+  EXPECT_EQ(json::parse(denied.body)["violated-policies"], json::array({"search"}));
+}
+
 struct bad_request {
   const char* name;
   std::string method;

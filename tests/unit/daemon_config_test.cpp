@@ -178,6 +178,120 @@ TEST(DaemonConfigTest, DefaultConfigIsTheDocumentedDemo) {
   EXPECT_NO_THROW(http::rule_set(c.policies, c.rules, c.keys));
 }
 
+TEST(DaemonConfigTest, EveryAlgorithmIsAccepted) {
+  const auto c = parse_config(R"(on_backend_failure: closed
+policies:
+  tb:     { capacity: 100, refill_per_second: 10 }
+  g:      { algorithm: gcra, capacity: 5, refill_per_second: 0.5 }
+  search: { algorithm: sliding_window, limit: 100, window: 1m }
+  swc:    { algorithm: sliding_window_counter, limit: 1000, window: 1h, on_backend_failure: open }
+  daily:  { algorithm: fixed_window, limit: 10000, window: 1d }
+  ms:     { algorithm: fixed_window, limit: 3, window: 250ms }
+  bare:   { algorithm: fixed_window, limit: 3, window: 60000 }
+  quoted: { algorithm: sliding_window, limit: 3, window: "30s" }
+  year:   { algorithm: sliding_window_counter, limit: 10, window: 366d }
+rules:
+  - { name: s, match: { path_prefix: /search }, key: ip, policy: search, cost: 100 }
+)",
+                              "algorithms.yaml");
+  using std::chrono::milliseconds;
+  const auto& p = c.policies;
+  EXPECT_EQ(p.at("tb").algorithm, algorithm::token_bucket);
+  EXPECT_EQ(p.at("g").algorithm, algorithm::gcra);
+  EXPECT_EQ(p.at("g").capacity, 5u);
+  EXPECT_DOUBLE_EQ(p.at("g").refill_per_second, 0.5);
+  EXPECT_EQ(p.at("g").limit, 0u);
+  const auto& search = p.at("search");
+  EXPECT_EQ(search.algorithm, algorithm::sliding_window);
+  EXPECT_EQ(search.limit, 100u);
+  EXPECT_EQ(search.window, milliseconds(60'000));
+  EXPECT_EQ(search.capacity, 0u);  // a window has no bucket parameters
+  EXPECT_EQ(search.refill_per_second, 0.0);
+  EXPECT_EQ(search.on_failure, failure_mode::closed);  // inherited
+  EXPECT_EQ(p.at("swc").algorithm, algorithm::sliding_window_counter);
+  EXPECT_EQ(p.at("swc").window, milliseconds(3'600'000));
+  EXPECT_EQ(p.at("swc").on_failure, failure_mode::open);  // overridden
+  EXPECT_EQ(p.at("daily").algorithm, algorithm::fixed_window);
+  EXPECT_EQ(p.at("daily").window, milliseconds(86'400'000));
+  EXPECT_EQ(p.at("ms").window, milliseconds(250));
+  EXPECT_EQ(p.at("bare").window, milliseconds(60'000));  // an integer is milliseconds
+  EXPECT_EQ(p.at("quoted").window, milliseconds(30'000));
+  EXPECT_EQ(p.at("year").window, max_window);
+  for (const auto& [name, policy] : p) EXPECT_FALSE(validate(policy)) << name;
+  EXPECT_EQ(c.rules.at(0).cost, 100u);  // up to the window's limit
+  EXPECT_NO_THROW(http::rule_set(c.policies, c.rules, c.keys));
+}
+
+// The whole message, as sluiced prints it before exiting 2, for each way a policy's
+// algorithm and parameters can disagree.
+TEST(DaemonConfigTest, AlgorithmErrorsReadExactly) {
+  auto what = [](const std::string& policy_yaml) {
+    return std::string(error_of("listen: 127.0.0.1:8080\npolicies:\n  p:\n" + policy_yaml).what());
+  };
+  EXPECT_EQ(what("    algorithm: leaky_bucket\n    capacity: 5\n    refill_per_second: 1\n"),
+            "test.yaml:4: policies.p.algorithm: unknown algorithm \"leaky_bucket\" (want "
+            "token_bucket, gcra, sliding_window, sliding_window_counter or fixed_window)");
+  EXPECT_EQ(
+      what("    algorithm: sliding_window\n    limit: 10\n    window: 1m\n    capacity: 10\n"),
+      "test.yaml:7: policies.p.capacity: is for token_bucket and gcra; sliding_window takes "
+      "limit and window");
+  EXPECT_EQ(what("    algorithm: fixed_window\n    limit: 10\n    window: 1m\n"
+                 "    refill_per_second: 1\n"),
+            "test.yaml:7: policies.p.refill_per_second: is for token_bucket and gcra; fixed_window "
+            "takes limit and window");
+  EXPECT_EQ(
+      what("    algorithm: gcra\n    capacity: 10\n    refill_per_second: 1\n    limit: 10\n"),
+      "test.yaml:7: policies.p.limit: is for sliding_window, sliding_window_counter and "
+      "fixed_window; gcra takes capacity and refill_per_second");
+  EXPECT_EQ(what("    limit: 10\n    window: 1m\n"),
+            "test.yaml:4: policies.p.limit: is for sliding_window, sliding_window_counter and "
+            "fixed_window; token_bucket (the default algorithm) takes capacity and "
+            "refill_per_second");
+  EXPECT_EQ(what("    algorithm: sliding_window_counter\n    window: 1m\n"),
+            "test.yaml:4: policies.p.limit: is required for sliding_window_counter");
+  EXPECT_EQ(what("    algorithm: sliding_window_counter\n    limit: 10\n"),
+            "test.yaml:4: policies.p.window: is required for sliding_window_counter");
+  EXPECT_EQ(what("    algorithm: gcra\n    refill_per_second: 1\n"),
+            "test.yaml:4: policies.p.capacity: is required for gcra");
+  EXPECT_EQ(what("    refill_per_second: 1\n"),
+            "test.yaml:4: policies.p.capacity: is required for token_bucket (the default "
+            "algorithm)");
+  EXPECT_EQ(what("    algorithm: fixed_window\n    limit: 1000000001\n    window: 1m\n"),
+            "test.yaml:5: policies.p.limit: must be in 1..1000000000, got 1000000001");
+  EXPECT_EQ(what("    algorithm: sliding_window\n    limit: 10001\n    window: 1m\n"),
+            "test.yaml:5: policies.p.limit: limit must be 1..1000000000 (sliding_window: "
+            "1..10000; sliding_window_counter: limit x window_ms at most 4e15)");
+  EXPECT_EQ(what("    algorithm: sliding_window_counter\n    limit: 1000000000\n    window: 1d\n"),
+            "test.yaml:5: policies.p.limit: limit must be 1..1000000000 (sliding_window: "
+            "1..10000; sliding_window_counter: limit x window_ms at most 4e15)");
+  EXPECT_EQ(what("    algorithm: fixed_window\n    limit: 5\n    window: 1m30s\n"),
+            "test.yaml:6: policies.p.window: \"1m30s\" is not a duration: want a whole number "
+            "and a unit ms, s, m, h or d (e.g. 250ms, 1s, 1m, 1h, 1d), or a whole number of "
+            "milliseconds");
+  EXPECT_EQ(what("    algorithm: fixed_window\n    limit: 5\n    window: 0s\n"),
+            "test.yaml:6: policies.p.window: must be 1ms..366d (1..31622400000 milliseconds), got "
+            "0s");
+  EXPECT_EQ(what("    algorithm: fixed_window\n    limit: 5\n    window: 0\n"),
+            "test.yaml:6: policies.p.window: must be 1ms..366d (1..31622400000 milliseconds), got "
+            "0");
+  EXPECT_EQ(what("    algorithm: fixed_window\n    limit: 5\n    window: -1000\n"),
+            "test.yaml:6: policies.p.window: \"-1000\" is not a duration: want a whole number "
+            "and a unit ms, s, m, h or d (e.g. 250ms, 1s, 1m, 1h, 1d), or a whole number of "
+            "milliseconds");
+  EXPECT_EQ(what("    algorithm: fixed_window\n    limit: 5\n    window: 367d\n"),
+            "test.yaml:6: policies.p.window: must be 1ms..366d (1..31622400000 milliseconds), got "
+            "367d");
+  for (const std::string too_long :
+       {"31622400001", "99999999999999999999", "99999999999999999999d"}) {
+    EXPECT_EQ(what("    algorithm: fixed_window\n    limit: 5\n    window: " + too_long + "\n"),
+              "test.yaml:6: policies.p.window: must be 1ms..366d (1..31622400000 milliseconds), "
+              "got " +
+                  too_long);
+  }
+  EXPECT_EQ(what("    algorithm: fixed_window\n    limit: 5\n    window: [1m]\n"),
+            "test.yaml:6: policies.p.window: must be a scalar");
+}
+
 struct bad_case {
   const char* name;
   std::string yaml;
@@ -221,9 +335,28 @@ INSTANTIATE_TEST_SUITE_P(
                  "policies.api.refill_per_second", "number"},
         bad_case{"MissingRefill", "policies:\n  api: {capacity: 5}\n", 2,
                  "policies.api.refill_per_second", "required"},
+        bad_case{"WindowWithCapacity",
+                 "policies:\n  s: {algorithm: sliding_window, limit: 9, window: 1m, capacity: 5}\n",
+                 2, "policies.s.capacity", "is for token_bucket and gcra"},
+        bad_case{"BucketWithWindow",
+                 "policies:\n  api:\n    capacity: 5\n    refill_per_second: 1\n    window: 1m\n",
+                 5, "policies.api.window", "token_bucket (the default algorithm) takes"},
+        bad_case{"WindowMissingLimit", "policies:\n  q: {algorithm: fixed_window, window: 1h}\n", 2,
+                 "policies.q.limit", "is required for fixed_window"},
+        bad_case{"WindowLimitZero",
+                 "policies:\n  q:\n    algorithm: fixed_window\n    limit: 0\n    window: 1h\n", 4,
+                 "policies.q.limit", "1..1000000000, got 0"},
+        bad_case{"WindowBadDuration",
+                 "policies:\n  q:\n    algorithm: fixed_window\n    limit: 5\n    window: 1.5m\n",
+                 5, "policies.q.window", "not a duration"},
+        bad_case{"GcraRateTooHigh",
+                 "policies:\n  g: {algorithm: gcra, capacity: 5, refill_per_second: 2e6}\n", 2,
+                 "policies.g.refill_per_second", "gcra"},
         bad_case{"UnknownAlgorithm",
                  "policies:\n  api: {algorithm: leaky, capacity: 5, refill_per_second: 1}\n", 2,
-                 "policies.api.algorithm", "unsupported"},
+                 "policies.api.algorithm",
+                 "unknown algorithm \"leaky\" (want token_bucket, gcra, sliding_window, "
+                 "sliding_window_counter or fixed_window)"},
         bad_case{"BadFailureMode", std::string(one_policy) + "on_backend_failure: maybe\n", 3,
                  "on_backend_failure", "open, closed or local"},
         bad_case{
@@ -245,6 +378,10 @@ INSTANTIATE_TEST_SUITE_P(
                  std::string(one_policy) + "rules:\n  - {name: a, key: ip, policy: api}\n  - "
                                            "{name: a, key: ip, policy: api}\n",
                  5, "rules[1].name", "duplicate"},
+        bad_case{"RuleCostOverWindowLimit",
+                 "policies:\n  q: {algorithm: fixed_window, limit: 3, window: 1s}\n"
+                 "rules:\n  - {name: a, key: ip, policy: q, cost: 4}\n",
+                 4, "rules[0].cost", "1..3, got 4"},
         bad_case{
             "RuleCostOverCapacity",
             std::string(one_policy) + "rules:\n  - {name: a, key: ip, policy: api, cost: 11}\n", 4,
@@ -354,6 +491,20 @@ TEST_F(DaemonCommandLineTest, InvalidConfigExitsTwoWithFileLineField) {
       "policy: nope}\n");
   EXPECT_EQ(parse({"--config", path_}), 2);
   EXPECT_EQ(err_.str(), path_ + ":4: rules[0].policy: no policy named \"nope\"\n");
+}
+
+TEST_F(DaemonCommandLineTest, AWindowForABucketExitsTwoWithFileLineField) {
+  write(
+      "policies:\n  search:\n    algorithm: gcra\n    capacity: 10\n    refill_per_second: 1\n"
+      "    window: 1m\n");
+  EXPECT_EQ(parse({"--config", path_, "--check-config"}), 2);
+  EXPECT_EQ(err_.str(), path_ +
+                            ":6: policies.search.window: is for sliding_window, "
+                            "sliding_window_counter and fixed_window; gcra takes capacity and "
+                            "refill_per_second\n");
+  write("policies:\n  search: {algorithm: sliding_window, limit: 100, window: 1m}\n");
+  err_.str("");
+  EXPECT_EQ(parse({"--config", path_, "--check-config"}), 0) << err_.str();
 }
 
 TEST_F(DaemonCommandLineTest, ValidConfigRunsWithOverrides) {

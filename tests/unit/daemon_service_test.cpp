@@ -153,6 +153,74 @@ TEST_F(DaemonServiceTest, ApplyKeepsTheBackendWhenItsSettingsAreUnchanged) {
   EXPECT_NE(svc_.current()->lim, before->lim);
 }
 
+// A window policy through /v1/check and /v1/auth: its limit is the cost bound (and says so),
+// the (limit+1)th request in the window is denied, and the headers speak of the window.
+TEST(DaemonServiceWindowTest, CheckAndAuthDenyPastTheWindowsLimit) {
+  service svc(parse_config(R"(policies:
+  search: {algorithm: sliding_window, limit: 2, window: 1h}
+  api: {capacity: 5, refill_per_second: 1}
+rules:
+  - {name: search, match: {path_prefix: /search}, key: ip, policy: search}
+)",
+                           "window.yaml"));
+  boost::asio::io_context ioc;
+  auto call = [&](const std::string& method, const std::string& target, const std::string& body) {
+    http_request req;
+    req.method_string(method);
+    req.target(target);
+    req.version(11);
+    req.set("Content-Type", "application/json");
+    req.body() = body;
+    req.prepare_payload();
+    std::optional<http_response> out;
+    svc.handle(std::move(req), "192.0.2.1", ioc.get_executor(),
+               [&](http_response r) { out = std::move(r); });
+    ioc.restart();
+    ioc.run();
+    EXPECT_TRUE(out.has_value());
+    return out ? std::move(*out) : http_response{};
+  };
+  auto check = [&](const std::string& body) { return call("POST", "/v1/check", body); };
+
+  auto over = check(R"({"key":"k","policy":"search","cost":3})");
+  EXPECT_EQ(over.result_int(), 422u);
+  auto j = json::parse(over.body());
+  EXPECT_EQ(j["error"], "cost_out_of_range");
+  EXPECT_EQ(j["detail"], "\"cost\" must be 1..2 (the limit) for policy \"search\"");
+  j = json::parse(check(R"({"key":"k","policy":"api","cost":6})").body());
+  EXPECT_EQ(j["detail"], "\"cost\" must be 1..5 (the capacity) for policy \"api\"");
+
+  for (int i = 0; i < 2; ++i) {
+    auto r = check(R"({"key":"k","policy":"search"})");
+    ASSERT_EQ(r.result_int(), 200u);
+    j = json::parse(r.body());
+    EXPECT_EQ(j["allowed"], true);
+    EXPECT_EQ(j["limit"], 2);
+    EXPECT_EQ(j["remaining"], 1 - i);
+    EXPECT_EQ(r["RateLimit-Policy"], R"("search";q=2;w=3600)");
+  }
+  auto r = check(R"({"key":"k","policy":"search"})");
+  ASSERT_EQ(r.result_int(), 200u);  // the check worked; the answer is a denial
+  j = json::parse(r.body());
+  EXPECT_EQ(j["allowed"], false);
+  EXPECT_EQ(j["remaining"], 0);
+  EXPECT_GT(j["retry_after_ms"].get<std::int64_t>(), 3'590'000);
+  EXPECT_LE(j["retry_after_ms"].get<std::int64_t>(), 3'600'000);
+  EXPECT_EQ(r["Retry-After"], "3600");
+  EXPECT_EQ(r["X-RateLimit-Limit"], "2");
+  EXPECT_EQ(r["X-RateLimit-Remaining"], "0");
+
+  // Forward-auth: the rule's own buckets (not /v1/check's), same window.
+  EXPECT_EQ(call("GET", "/v1/auth/search?q=a", "").result_int(), 200u);
+  EXPECT_EQ(call("GET", "/v1/auth/search?q=b", "").result_int(), 200u);
+  r = call("GET", "/v1/auth/search?q=c", "");
+  EXPECT_EQ(r.result_int(), 429u);
+  EXPECT_EQ(r["RateLimit-Policy"], R"("search";q=2;w=3600)");
+  EXPECT_EQ(r["RateLimit"], R"("search";r=0;t=3600)");
+  EXPECT_EQ(r["Retry-After"], "3600");
+  EXPECT_EQ(call("GET", "/v1/auth/other", "").result_int(), 200u);  // no rule
+}
+
 TEST(DaemonServiceEndpointTest, RoutesByPath) {
   EXPECT_EQ(service::endpoint_of("/v1/check"), "check");
   EXPECT_EQ(service::endpoint_of("/v1/check?x=1"), "check");

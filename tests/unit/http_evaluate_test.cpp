@@ -10,6 +10,7 @@
 
 #include <sluice/clock.hpp>
 #include <sluice/http/evaluate.hpp>
+#include <sluice/http/headers.hpp>
 #include <sluice/memory_backend.hpp>
 
 namespace sluice::http {
@@ -22,6 +23,14 @@ policy bucket(std::uint64_t capacity, double rate) {
   policy p;
   p.capacity = capacity;
   p.refill_per_second = rate;
+  return p;
+}
+
+policy window(algorithm a, std::uint64_t limit, std::chrono::milliseconds length) {
+  policy p;
+  p.algorithm = a;
+  p.limit = limit;
+  p.window = length;
   return p;
 }
 
@@ -157,6 +166,82 @@ TEST(HttpRulesTest, ValidationNamesTheCulprit) {
   EXPECT_EQ(error(ok, {make_rule("a", "/x/../y", "ip", "api")}),
             "rule \"a\": path_prefix \"/x/../y\" is not a normalized path (\"/y\" would match)");
   EXPECT_EQ(error(ok, {make_rule("a", "/", "ip", "api")}), "<valid>");
+}
+
+// A window's limit bounds a rule's cost as a bucket's capacity does, and a window with a
+// bucket's parameters is refused.
+TEST(HttpRulesTest, WindowPoliciesBoundTheCostByTheirLimit) {
+  auto error = [](std::map<std::string, policy, std::less<>> ps,
+                  std::vector<rule> rs) -> std::string {
+    try {
+      rule_set set(std::move(ps), std::move(rs));
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "<valid>";
+  };
+  for (const auto a :
+       {algorithm::sliding_window, algorithm::sliding_window_counter, algorithm::fixed_window}) {
+    SCOPED_TRACE(std::string(to_string(a)));
+    const std::map<std::string, policy, std::less<>> q{{"q", window(a, 3, seconds(1))}};
+    auto r = make_rule("a", "/", "ip", "q");
+    r.cost = 3;
+    EXPECT_EQ(error(q, {r}), "<valid>");
+    r.cost = 4;
+    EXPECT_EQ(error(q, {r}), "rule \"a\": cost 4 exceeds the limit 3 of policy \"q\"");
+  }
+  auto gcra = bucket(10, 1);
+  gcra.algorithm = algorithm::gcra;
+  auto r = make_rule("a", "/", "ip", "g");
+  r.cost = 11;
+  EXPECT_EQ(error({{"g", gcra}}, {r}),
+            "rule \"a\": cost 11 exceeds the capacity 10 of policy \"g\"");
+  auto mixed = window(algorithm::fixed_window, 3, seconds(1));
+  mixed.capacity = 3;
+  EXPECT_EQ(error({{"q", mixed}}, {}),
+            "policy \"q\": token_bucket and gcra take capacity and refill_per_second; "
+            "sliding_window, sliding_window_counter and fixed_window take limit and window");
+  EXPECT_EQ(error({{"q", window(algorithm::fixed_window, 3, milliseconds(0))}}, {}),
+            "policy \"q\": window must be 1 ms..366 days");
+}
+
+// Forward-auth over a sliding window: `limit` in any `window`, exactly, and the answer's
+// headers speak of the window (q = limit, w = its length in seconds).
+TEST(HttpEvaluateTest, SlidingWindowDeniesTheRequestPastItsLimit) {
+  fixture fx;
+  auto rules = std::make_shared<const rule_set>(
+      std::map<std::string, policy, std::less<>>{
+          {"search", window(algorithm::sliding_window, 3, seconds(10))}},
+      std::vector<rule>{make_rule("search", "/search", "ip", "search")});
+  for (int i = 1; i <= 3; ++i) {
+    const auto e = evaluate(fx.lim, rules, fx.req("GET", "/search"));
+    ASSERT_TRUE(e.allowed) << i;
+    EXPECT_EQ(e.binding_outcome()->result.limit, 3u);
+    EXPECT_EQ(e.binding_outcome()->result.remaining, std::uint64_t(3 - i));
+    fx.clock->advance(seconds(1));
+  }
+  // Three in the last 10 s (at 0, 1 and 2 s): the fourth waits for the first to leave.
+  const auto denied = evaluate(fx.lim, rules, fx.req("GET", "/search"));
+  EXPECT_FALSE(denied.allowed);
+  const auto& d = denied.binding_outcome()->result;
+  EXPECT_EQ(d.remaining, 0u);
+  EXPECT_EQ(d.retry_after, seconds(7));
+  const auto res = make_response(denied);
+  EXPECT_EQ(res.status, 429u);
+  const std::vector<header_field> want{
+      {"X-RateLimit-Limit", "3"},
+      {"X-RateLimit-Remaining", "0"},
+      {"X-RateLimit-Reset", "9"},  // the last entry leaves 10 s after it came, at 12 s
+      {"RateLimit-Policy", "\"search\";q=3;w=10"},
+      {"RateLimit", "\"search\";r=0;t=7"},
+      {"Retry-After", "7"},
+  };
+  EXPECT_EQ(res.headers, want);
+  fx.clock->advance(milliseconds(6'999));
+  EXPECT_FALSE(evaluate(fx.lim, rules, fx.req("GET", "/search")).allowed);
+  fx.clock->advance(milliseconds(1));
+  EXPECT_TRUE(evaluate(fx.lim, rules, fx.req("GET", "/search")).allowed);
+  EXPECT_FALSE(evaluate(fx.lim, rules, fx.req("GET", "/search")).allowed);
 }
 
 TEST(HttpEvaluateTest, LoginRuleDeniesTheSixthAttemptShadowRuleNeverDenies) {

@@ -18,6 +18,14 @@ policy bucket(std::uint64_t capacity, double rate) {
   return p;
 }
 
+policy window(algorithm a, std::uint64_t limit, milliseconds length) {
+  policy p;
+  p.algorithm = a;
+  p.limit = limit;
+  p.window = length;
+  return p;
+}
+
 decision allowed(std::uint64_t limit, std::uint64_t remaining, milliseconds reset) {
   decision d;
   d.allowed = true;
@@ -96,6 +104,46 @@ TEST(HttpHeadersTest, PolicyWindow) {
   // The rate in force: 0.0015/s is kept as 0.002/s (whole milli-tokens), so the bucket is
   // full again after 500 s, which is what X-RateLimit-Reset and retry times say too.
   EXPECT_EQ(policy_window_seconds(bucket(1, 0.0015)), 500u);
+}
+
+// A window's RateLimit-Policy is its limit per its own length (in whole seconds, rounded up,
+// never 0); a gcra bucket's is like a token bucket's, the time to fill from empty.
+TEST(HttpHeadersTest, PolicyWindowOfEveryAlgorithm) {
+  for (const auto a :
+       {algorithm::sliding_window, algorithm::sliding_window_counter, algorithm::fixed_window}) {
+    SCOPED_TRACE(std::string(to_string(a)));
+    EXPECT_EQ(policy_window_seconds(window(a, 100, seconds(60))), 60u);
+    EXPECT_EQ(policy_window_seconds(window(a, 100, seconds(3600))), 3600u);
+    EXPECT_EQ(policy_window_seconds(window(a, 100, seconds(86'400))), 86'400u);
+    EXPECT_EQ(policy_window_seconds(window(a, 100, milliseconds(1500))), 2u);
+    EXPECT_EQ(policy_window_seconds(window(a, 100, milliseconds(250))), 1u);  // never 0
+    EXPECT_EQ(policy_window_seconds(window(a, 5, max_window)), 366u * 86'400u);
+  }
+  auto g = bucket(100, 10);
+  g.algorithm = algorithm::gcra;
+  EXPECT_EQ(policy_window_seconds(g), 10u);
+}
+
+TEST(HttpHeadersTest, WindowDecisions) {
+  const auto fixed = window(algorithm::fixed_window, 100, seconds(60));
+  EXPECT_EQ(rate_limit_headers(allowed(100, 58, milliseconds(41'200)), "search", fixed),
+            (std::vector<header_field>{
+                {"X-RateLimit-Limit", "100"},
+                {"X-RateLimit-Remaining", "58"},
+                {"X-RateLimit-Reset", "42"},
+                {"RateLimit-Policy", "\"search\";q=100;w=60"},
+                {"RateLimit", "\"search\";r=58;t=42"},
+            }));
+  const auto sliding = window(algorithm::sliding_window, 2, milliseconds(1500));
+  EXPECT_EQ(rate_limit_headers(denied(2, milliseconds(1200), milliseconds(1400)), "burst", sliding),
+            (std::vector<header_field>{
+                {"X-RateLimit-Limit", "2"},
+                {"X-RateLimit-Remaining", "0"},
+                {"X-RateLimit-Reset", "2"},
+                {"RateLimit-Policy", "\"burst\";q=2;w=2"},
+                {"RateLimit", "\"burst\";r=0;t=2"},
+                {"Retry-After", "2"},
+            }));
 }
 
 TEST(HttpHeadersTest, SfStringEscapes) {
