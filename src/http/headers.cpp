@@ -130,8 +130,8 @@ std::vector<header_field> rate_limit_headers(const decision& d, std::string_view
   h.push_back({"X-RateLimit-Limit", u64(d.limit)});
   h.push_back({"X-RateLimit-Remaining", u64(d.remaining)});
   h.push_back({"X-RateLimit-Reset", u64(reset)});
-  h.push_back(
-      {"RateLimit-Policy", name + ";q=" + u64(sluice::limit_of(p)) + ";w=" + u64(policy_window_seconds(p))});
+  h.push_back({"RateLimit-Policy",
+               name + ";q=" + u64(sluice::limit_of(p)) + ";w=" + u64(policy_window_seconds(p))});
   h.push_back({"RateLimit", name + ";r=" + u64(d.remaining) + ";t=" + u64(t)});
   if (!d.allowed) h.push_back({"Retry-After", u64(retry_after_header_seconds(d))});
   return h;

@@ -38,7 +38,7 @@ struct rule {
   /// A shadow rule decides, spends its own tokens and is reported, but never denies
   /// (try a limit on real traffic before enforcing it).
   bool shadow = false;
-  std::uint64_t cost = 1;  ///< tokens per request: 1..the policy's capacity
+  std::uint64_t cost = 1;  ///< units per request: 1..limit_of(the policy) (capacity or limit)
 };
 
 /// An immutable, validated set of named policies and ordered rules. Share it as
@@ -48,7 +48,7 @@ class rule_set {
   /// Validates everything and throws std::invalid_argument with a one-line message that
   /// names the offending policy or rule, e.g.
   /// `rule "api": unknown policy "apx"`, `policy "login": refill_per_second ...`,
-  /// `rule "login": cost 10 exceeds the capacity 5 of policy "login"`,
+  /// `rule "login": cost 10 exceeds the capacity 5 of policy "login"` (or "the limit"),
   /// `duplicate rule name "api"`, `key_options: ipv6_prefix must be 1..128`.
   /// Policy names follow the same character rules as rule names.
   rule_set(std::map<std::string, sluice::policy, std::less<>> policies, std::vector<rule> rules,
