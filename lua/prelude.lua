@@ -114,6 +114,55 @@ local function sluice_format(algo, s)
   return 'w' .. table.concat(parts, ' ')
 end
 
+-- A state brought up to now, every algorithm's first step: token_bucket level, ts (refilled,
+-- capped at the capacity); gcra TAT; fixed_window start, count; sliding_window_counter
+-- start, cur, prev; sliding_window the live log (a new table) and its total. A stored window
+-- later than now's (the clock went back) stays the current one.
+local function sluice_current(algo, s, a, b, now_us)
+  local now = math.floor(now_us / 1000)
+  if algo == 0 then
+    if not s then
+      return a, now
+    end
+    local level, ts = math.min(a, s[1]), s[2]
+    if now > ts then
+      return math.min(a, level + (now - ts) * b), now
+    end
+    return level, ts
+  elseif algo == 1 then
+    if s and s[1] > now_us then
+      return s[1]
+    end
+    return now_us
+  elseif algo == 4 then
+    local start = now - now % b
+    if s and s[2] >= start then
+      return s[2], s[1]
+    end
+    return start, 0
+  elseif algo == 3 then
+    local start = now - now % b
+    if s then
+      if s[1] >= start then
+        return s[1], s[2], s[3]
+      elseif s[1] == start - b then
+        return start, 0, s[2]
+      end
+    end
+    return start, 0, 0
+  end
+  local live, total = {}, 0
+  if s then
+    for i = 1, #s, 2 do
+      if s[i] > now - b then
+        live[#live + 1], live[#live + 2] = s[i], s[i + 1]
+        total = total + s[i + 1]
+      end
+    end
+  end
+  return live, total
+end
+
 -- One decision on state `s` (a table, or false for none) at now_us. Returns allowed (0|1),
 -- remaining whole units, retry_after_ms, reset_after_ms, and, when allowed, the state to
 -- store (kept for reset_after_ms; sluice_ttl says how long). With `peek`, remaining and
@@ -126,16 +175,10 @@ local function sluice_decide(algo, s, a, b, cost, now_us, peek)
     end
     s = false  -- the block is over: a new key
   end
+  local now = math.floor(now_us / 1000)
   if algo == 0 then
-    -- token_bucket (src/algorithm/token_bucket.cpp): refill linearly, capped at capacity.
-    local now = math.floor(now_us / 1000)
-    local level, ts = a, now
-    if s then
-      level, ts = math.min(a, s[1]), s[2]
-      if now > ts then
-        level, ts = math.min(a, level + (now - ts) * b), now
-      end
-    end
+    -- token_bucket (src/algorithm/token_bucket.cpp).
+    local level, ts = sluice_current(0, s, a, b, now_us)
     local ok = level >= cost
     local left = level
     if ok and not peek then
@@ -150,10 +193,7 @@ local function sluice_decide(algo, s, a, b, cost, now_us, peek)
       ok and not peek and {left, ts} or nil
   elseif algo == 1 then
     -- gcra (src/algorithm/gcra.cpp): TAT moves by cost; allowed while TAT - B <= now.
-    local tat = now_us
-    if s and s[1] > now_us then
-      tat = s[1]
-    end
+    local tat = sluice_current(1, s, a, b, now_us)
     local nxt = tat + cost
     local ok = nxt - b <= now_us
     local at = tat
@@ -166,14 +206,9 @@ local function sluice_decide(algo, s, a, b, cost, now_us, peek)
     end
     return ok and 1 or 0, math.max(0, math.floor((now_us + b - at) / a)), retry,
       math.ceil((at - now_us) / 1000), ok and not peek and {nxt} or nil
-  end
-  local now = math.floor(now_us / 1000)
-  if algo == 4 then
+  elseif algo == 4 then
     -- fixed_window (src/algorithm/fixed_window.cpp): a count per epoch-aligned window.
-    local start, count = now - now % b, 0
-    if s and s[2] >= start then
-      start, count = s[2], s[1]
-    end
+    local start, count = sluice_current(4, s, a, b, now_us)
     local left_ms = start + b - now
     if count + cost <= a then
       if peek then
@@ -184,14 +219,7 @@ local function sluice_decide(algo, s, a, b, cost, now_us, peek)
     return 0, math.max(0, a - count), left_ms, count > 0 and left_ms or 0
   elseif algo == 3 then
     -- sliding_window_counter (src/algorithm/sliding_window_counter.cpp).
-    local start, cur, prev = now - now % b, 0, 0
-    if s then
-      if s[1] >= start then
-        start, cur, prev = s[1], s[2], s[3]
-      elseif s[1] == start - b then
-        prev = s[2]
-      end
-    end
+    local start, cur, prev = sluice_current(3, s, a, b, now_us)
     local e = math.max(0, now - start)
     local ok = prev * (b - e) + (cur + cost) * b <= a * b
     local retry = 0
@@ -215,101 +243,48 @@ local function sluice_decide(algo, s, a, b, cost, now_us, peek)
       ok and not peek and {start, cur, prev} or nil
   end
   -- sliding_window (src/algorithm/sliding_window.cpp): pairs ts, n after now - window.
-  local log = s or {}
-  local first = 1
-  while first <= #log and log[first] <= now - b do
-    first = first + 2
-  end
-  local total = 0
-  for i = first + 1, #log, 2 do
-    total = total + log[i]
-  end
+  local live, total = sluice_current(2, s, a, b, now_us)
   if total + cost <= a then
     if peek then
-      return 1, math.max(0, a - total), 0, first <= #log and log[#log - 1] + b - now or 0
-    end
-    local nxt = {}
-    for i = first, #log do
-      nxt[#nxt + 1] = log[i]
+      return 1, math.max(0, a - total), 0, #live > 0 and live[#live - 1] + b - now or 0
     end
     local ts = now
-    if #nxt > 0 and nxt[#nxt - 1] > ts then
-      ts = nxt[#nxt - 1]
+    if #live > 0 and live[#live - 1] > ts then
+      ts = live[#live - 1]
     end
-    if #nxt > 0 and nxt[#nxt - 1] == ts then
-      nxt[#nxt] = nxt[#nxt] + cost
+    if #live > 0 and live[#live - 1] == ts then
+      live[#live] = live[#live] + cost
     else
-      nxt[#nxt + 1], nxt[#nxt + 2] = ts, cost
+      live[#live + 1], live[#live + 2] = ts, cost
     end
-    return 1, a - total - cost, 0, ts + b - now, nxt
+    return 1, a - total - cost, 0, ts + b - now, live
   end
   local need, freed, retry = total + cost - a, 0, 0
-  for i = first, #log, 2 do
-    freed = freed + log[i + 1]
+  for i = 1, #live, 2 do
+    freed = freed + live[i + 1]
     if freed >= need then
-      retry = log[i] + b - now
+      retry = live[i] + b - now
       break
     end
   end
-  return 0, math.max(0, a - total), retry, log[#log - 1] + b - now
+  return 0, math.max(0, a - total), retry, live[#live - 1] + b - now
 end
 
 -- Refund (give back) or penalize (spend whatever is left) `c` on state `s`: the state after
 -- (src/algorithm/*_adjust). Penalties are bounded: a bucket owes at most one burst, a count
 -- reaches at most twice the limit.
 local function sluice_adjust(refund, algo, s, a, b, c, now_us)
-  local now = math.floor(now_us / 1000)
+  local x, y, z = sluice_current(algo, s, a, b, now_us)
   if algo == 0 then
-    local level, ts = a, now
-    if s then
-      level, ts = math.min(a, s[1]), s[2]
-      if now > ts then
-        level, ts = math.min(a, level + (now - ts) * b), now
-      end
-    end
-    if refund then
-      return {math.min(a, level + c), ts}
-    end
-    return {math.max(-a, level - c), ts}
+    return {refund and math.min(a, x + c) or math.max(-a, x - c), y}
   elseif algo == 1 then
-    local tat = now_us
-    if s and s[1] > now_us then
-      tat = s[1]
-    end
-    if refund then
-      return {math.max(now_us, tat - c)}
-    end
-    return {math.min(tat + c, now_us + 2 * b)}
+    return {refund and math.max(now_us, x - c) or math.min(x + c, now_us + 2 * b)}
   elseif algo == 4 then
-    local start, count = now - now % b, 0
-    if s and s[2] >= start then
-      start, count = s[2], s[1]
-    end
-    if refund then
-      return {math.max(0, count - c), start}
-    end
-    return {math.min(2 * a, count + c), start}
+    return {refund and math.max(0, y - c) or math.min(2 * a, y + c), x}
   elseif algo == 3 then
-    local start, cur, prev = now - now % b, 0, 0
-    if s then
-      if s[1] >= start then
-        start, cur, prev = s[1], s[2], s[3]
-      elseif s[1] == start - b then
-        prev = s[2]
-      end
-    end
-    if refund then
-      return {start, math.max(0, cur - c), prev}
-    end
-    return {start, math.min(2 * a, cur + c), prev}
+    return {x, refund and math.max(0, y - c) or math.min(2 * a, y + c), z}
   end
-  local log, live, total = s or {}, {}, 0
-  for i = 1, #log, 2 do
-    if log[i] > now - b then
-      live[#live + 1], live[#live + 2] = log[i], log[i + 1]
-      total = total + log[i + 1]
-    end
-  end
+  local live, total = x, y
   if refund then
     -- The newest entries are the ones the spending wrote.
     while c > 0 and #live > 0 do
@@ -323,7 +298,7 @@ local function sluice_adjust(refund, algo, s, a, b, c, now_us)
   end
   local add = math.min(c, 2 * a - total)
   if add > 0 then
-    local ts = now
+    local ts = math.floor(now_us / 1000)
     if #live > 0 and live[#live - 1] > ts then
       ts = live[#live - 1]
     end

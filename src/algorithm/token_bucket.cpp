@@ -47,47 +47,6 @@ token_bucket_outcome token_bucket_decide(const token_bucket_params& p,
   return o;
 }
 
-token_bucket_multi_outcome token_bucket_decide_all(
-    std::span<const token_bucket_item> items,
-    std::span<const std::optional<token_bucket_state>> prev, std::int64_t now_ms) {
-  token_bucket_multi_outcome m;
-  m.items.reserve(items.size());
-  std::vector<std::optional<token_bucket_state>> work(prev.begin(), prev.end());
-  std::vector<bool> used(prev.size(), false);
-  m.ttl_ms.assign(prev.size(), 0);
-  bool all = true;
-  for (const auto& it : items) {
-    const auto o = token_bucket_decide(it.params, work[it.bucket], now_ms);
-    if (o.allowed) {
-      work[it.bucket] = o.next;
-      used[it.bucket] = true;
-      m.ttl_ms[it.bucket] = o.reset_after_ms;
-    } else {
-      all = false;
-    }
-    m.items.push_back(o);
-  }
-  m.allowed = all;
-  if (all) {
-    m.next.resize(prev.size());
-    for (std::size_t b = 0; b < prev.size(); ++b) {
-      if (used[b]) m.next[b] = work[b];
-    }
-    return m;
-  }
-  // Nothing is spent: report every bucket as it is.
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    const auto& p = items[i].params;
-    const auto level = token_bucket_refill(p, prev[items[i].bucket], now_ms).level_ut;
-    auto& o = m.items[i];
-    o.next = {};
-    o.remaining_ut = level;
-    o.reset_after_ms = ceil_div(p.capacity_ut - level, p.rate_ut_per_ms);
-  }
-  m.ttl_ms.assign(prev.size(), 0);
-  return m;
-}
-
 decision to_decision(const token_bucket_outcome& o, std::uint64_t capacity) noexcept {
   decision d;
   d.allowed = o.allowed;

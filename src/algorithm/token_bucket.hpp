@@ -1,6 +1,6 @@
 #pragma once
 // The token bucket as a pure step: (state, now, params) -> (outcome, new state).
-// It never reads a clock. lua/decide.lua is the same math, line for line, so Redis
+// It never reads a clock. lua/prelude.lua is the same math, line for line, so Redis
 // and memory give the same decision for the same history (tests/integration checks it).
 //
 // Units keep everything integer and exact: time in milliseconds, tokens in micro-tokens
@@ -10,8 +10,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
-#include <span>
-#include <vector>
 
 #include <sluice/decision.hpp>
 #include <sluice/policy.hpp>
@@ -54,33 +52,6 @@ token_bucket_state token_bucket_refill(const token_bucket_params& p,
 token_bucket_outcome token_bucket_decide(const token_bucket_params& p,
                                          std::optional<token_bucket_state> prev,
                                          std::int64_t now_ms) noexcept;
-
-/// One item of a multi-key decision: its parameters and which bucket (an index into the
-/// bucket list; items on the same key share one) it spends from.
-struct token_bucket_item {
-  token_bucket_params params;
-  std::size_t bucket = 0;
-};
-
-struct token_bucket_multi_outcome {
-  /// Every item allowed: store `next` (then and only then).
-  bool allowed = false;
-  std::vector<token_bucket_outcome> items;  ///< one per item, in order
-  /// Per bucket: the state to store when `allowed`; empty for a bucket no item used.
-  std::vector<std::optional<token_bucket_state>> next;
-  /// Per bucket: the stored key's time to live (the reset_after of its last item).
-  std::vector<std::int64_t> ttl_ms;
-};
-
-/// All-or-nothing over several buckets (lua/decide_multi.lua is the same math). The
-/// items are decided one after another, each with token_bucket_decide on the state its
-/// bucket has after the earlier allowing items. If all allow, `next` holds what to store.
-/// Otherwise nothing is to be stored and every item's remaining_ut and reset_after_ms
-/// describe its bucket as it is (nothing spent; an allowing item keeps retry_after 0, a
-/// denying one the retry_after computed in sequence).
-token_bucket_multi_outcome token_bucket_decide_all(
-    std::span<const token_bucket_item> items,
-    std::span<const std::optional<token_bucket_state>> prev, std::int64_t now_ms);
 
 /// The public decision for an outcome.
 decision to_decision(const token_bucket_outcome& o, std::uint64_t capacity) noexcept;

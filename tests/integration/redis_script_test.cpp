@@ -16,26 +16,15 @@
 #include "support/redis_client.hpp"
 #include "support/redis_server.hpp"
 
+#include "support/policies.hpp"
+
 namespace {
 
 using namespace sluice;
 using std::chrono::milliseconds;
 
-policy bucket(algorithm a, std::uint64_t capacity, double rate) {
-  policy p;
-  p.algorithm = a;
-  p.capacity = capacity;
-  p.refill_per_second = rate;
-  return p;
-}
-
-policy window(algorithm a, std::uint64_t limit, std::int64_t window_ms) {
-  policy p;
-  p.algorithm = a;
-  p.limit = limit;
-  p.window = milliseconds{window_ms};
-  return p;
-}
+using sluice::test::bucket;
+using sluice::test::window;
 
 // Extremes included: the slowest rate, the largest capacity, rates that divide badly,
 // windows from 1 ms to a day.

@@ -18,6 +18,8 @@
 
 #include "algorithm/limit.hpp"
 
+#include "support/policies.hpp"
+
 namespace sluice::detail {
 namespace {
 
@@ -29,21 +31,8 @@ constexpr algorithm all_algorithms[] = {algorithm::token_bucket, algorithm::gcra
                                         algorithm::sliding_window,
                                         algorithm::sliding_window_counter, algorithm::fixed_window};
 
-policy bucket(algorithm a, std::uint64_t capacity, double rate) {
-  policy p;
-  p.algorithm = a;
-  p.capacity = capacity;
-  p.refill_per_second = rate;
-  return p;
-}
-
-policy window(algorithm a, std::uint64_t limit, std::int64_t window_ms) {
-  policy p;
-  p.algorithm = a;
-  p.limit = limit;
-  p.window = milliseconds{window_ms};
-  return p;
-}
+using sluice::test::bucket;
+using sluice::test::window;
 
 // A policy of algorithm `a` that admits `n` at once, with a refill or window of about 1 s.
 policy of(algorithm a, std::uint64_t n) {

@@ -15,27 +15,16 @@
 
 #include "algorithm/limit.hpp"
 
+#include "support/policies.hpp"
+
 namespace sluice {
 namespace {
 
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
 
-policy bucket(algorithm a, std::uint64_t capacity, double rate) {
-  policy p;
-  p.algorithm = a;
-  p.capacity = capacity;
-  p.refill_per_second = rate;
-  return p;
-}
-
-policy window(algorithm a, std::uint64_t limit, std::int64_t window_ms) {
-  policy p;
-  p.algorithm = a;
-  p.limit = limit;
-  p.window = milliseconds{window_ms};
-  return p;
-}
+using sluice::test::bucket;
+using sluice::test::window;
 
 // How long a policy's state can matter, in ms: a full refill, or two windows.
 std::int64_t span_ms(const policy& p) {

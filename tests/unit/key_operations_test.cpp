@@ -8,6 +8,8 @@
 #include <chrono>
 #include <memory>
 
+#include "support/policies.hpp"
+
 namespace {
 
 using namespace sluice;
@@ -18,21 +20,8 @@ struct fixture {
   limiter lim{make_memory_backend({.time_source = clock})};
 };
 
-policy bucket(algorithm a, std::uint64_t capacity, double rate) {
-  policy p;
-  p.algorithm = a;
-  p.capacity = capacity;
-  p.refill_per_second = rate;
-  return p;
-}
-
-policy window(algorithm a, std::uint64_t limit, std::chrono::milliseconds w) {
-  policy p;
-  p.algorithm = a;
-  p.limit = limit;
-  p.window = w;
-  return p;
-}
+using sluice::test::bucket;
+using sluice::test::window;
 
 TEST(KeyOperationsTest, PenaltyTakesABucketBelowZeroAndTheWaitIsExact) {
   for (auto a : {algorithm::token_bucket, algorithm::gcra}) {
