@@ -63,6 +63,14 @@ std::shared_ptr<backend> redis_at(const std::string& url) {
   return make_redis_backend(o);
 }
 
+limiter on_cluster(const redis_cluster& cluster) {
+  redis_options o;
+  o.url = cluster.url();
+  o.command_timeout = 2000ms;
+  o.connect_timeout = 1000ms;
+  return limiter(make_redis_cluster_backend(o));
+}
+
 // A burst of checks of cost 3, 3, 3, 1, 1: what a client sees.
 std::vector<decision> burst(limiter& lim, const std::string& key, const policy& p) {
   std::vector<decision> out;
@@ -157,11 +165,7 @@ TEST(AlgorithmBackendsTest, CheckAllMixingAlgorithmsIsAllOrNothing) {
 
 TEST(AlgorithmBackendsTest, ClusterDecidesEveryAlgorithmAndRefundsAcrossSlots) {
   redis_cluster cluster;
-  redis_options o;
-  o.url = cluster.url();
-  o.command_timeout = 2000ms;
-  o.connect_timeout = 1000ms;
-  limiter lim(make_redis_cluster_backend(o));
+  limiter lim = on_cluster(cluster);
   limiter in_memory = limiter::in_memory();
   const auto all = ten_per_long_while();
   lim.check("warm-up", all[0].p);  // the slot map is there before anything is counted
@@ -265,11 +269,7 @@ TEST(AlgorithmBackendsTest, KeyOperationsOnMemoryAndRedis) {
 
 TEST(AlgorithmBackendsTest, KeyOperationsOnCluster) {
   redis_cluster cluster;
-  redis_options o;
-  o.url = cluster.url();
-  o.command_timeout = 2000ms;
-  o.connect_timeout = 1000ms;
-  limiter lim(make_redis_cluster_backend(o));
+  limiter lim = on_cluster(cluster);
   lim.check("warm-up", ten_per_long_while()[0].p);
   key_operations_on(lim, "cluster");
 }
