@@ -12,12 +12,12 @@ local code = tonumber(ARGV[1])
 local algo, op = code % 8, math.floor(code / 8)
 local now = sluice_now(ARGV[5])
 local v = redis.call('GET', KEYS[1])
-local s = sluice_load(algo, v)
-if s == nil then
+local x, y, z = sluice_load(algo, v)
+if x == nil then
   return redis.error_reply(sluice_malformed)
 end
 local ok, left, retry, reset, str, px =
-  sluice_apply(op, algo, s, tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), now)
+  sluice_apply(op, algo, x, y, z, tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), now)
 if str then
   redis.call('SET', KEYS[1], str, 'PX', px)
 elseif str == false and v then

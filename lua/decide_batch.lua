@@ -38,13 +38,21 @@ for i = 1, n do
   local key = KEYS[i]
   local v = written[key]
   if v == nil then v = stored[i] end
-  local s = sluice_load(algo, v)
+  local x, y, z = sluice_load(algo, v)
   local bad
   local ok, left, retry, reset, str, px
-  if s == nil then
+  if x == nil then
     bad = redis.error_reply(sluice_malformed)
   else
-    ok, left, retry, reset, str, px = sluice_apply(op, algo, s, a, b, cost, now)
+    if op == 0 then
+      local n1, n2, n3
+      ok, left, retry, reset, n1, n2, n3 = sluice_decide(algo, x, y, z, a, b, cost, now)
+      if n1 then
+        str, px = sluice_format(algo, n1, n2, n3), sluice_ttl(algo, reset)
+      end
+    else
+      ok, left, retry, reset, str, px = sluice_apply(op, algo, x, y, z, a, b, cost, now)
+    end
     if str then
       if v then
         redis.call('SET', key, str, 'PX', px)

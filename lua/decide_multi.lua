@@ -19,23 +19,26 @@ local function arg(i, k)
   return tonumber(ARGV[4 * i - 4 + k])
 end
 
+-- Per key: its state as stored and as the items so far left it, each {x, y, z}.
 local stored, work, ttl, order, reply = {}, {}, {}, {}, {}
 local all = true
 for i = 1, n do
   local k = KEYS[i]
   local algo = arg(i, 1)
   if stored[k] == nil then
-    local s = sluice_load(algo, redis.call('GET', k))
-    if s == nil then
+    local x, y, z = sluice_load(algo, redis.call('GET', k))
+    if x == nil then
       return redis.error_reply(sluice_malformed)
     end
-    stored[k] = s
-    work[k] = s
+    stored[k] = {x, y, z}
+    work[k] = stored[k]
     order[#order + 1] = k
   end
-  local ok, left, retry, reset, nxt = sluice_decide(algo, work[k], arg(i, 2), arg(i, 3), arg(i, 4), now)
-  if nxt then
-    work[k] = nxt
+  local w = work[k]
+  local ok, left, retry, reset, n1, n2, n3 =
+    sluice_decide(algo, w[1], w[2], w[3], arg(i, 2), arg(i, 3), arg(i, 4), now)
+  if n1 then
+    work[k] = {n1, n2, n3}
     ttl[k] = {algo, reset}
   else
     all = false
@@ -45,15 +48,16 @@ end
 
 if all then
   for _, k in ipairs(order) do
-    local algo, reset = ttl[k][1], ttl[k][2]
-    redis.call('SET', k, sluice_format(algo, work[k]), 'PX', sluice_ttl(algo, reset))
+    local algo, reset, w = ttl[k][1], ttl[k][2], work[k]
+    redis.call('SET', k, sluice_format(algo, w[1], w[2], w[3]), 'PX', sluice_ttl(algo, reset))
   end
   return reply
 end
 -- Nothing is spent: report every key as it is.
 for i = 1, n do
-  local _, left, _, reset = sluice_decide(arg(i, 1), stored[KEYS[i]], arg(i, 2), arg(i, 3),
-    arg(i, 4), now, true)
+  local st = stored[KEYS[i]]
+  local _, left, _, reset =
+    sluice_decide(arg(i, 1), st[1], st[2], st[3], arg(i, 2), arg(i, 3), arg(i, 4), now, true)
   reply[i][2], reply[i][4] = left, reset
 end
 return reply

@@ -15,9 +15,9 @@ for i = 1, #KEYS do
   local k = KEYS[i]
   local algo, a, b, back =
     tonumber(ARGV[4 * i - 3]), tonumber(ARGV[4 * i - 2]), tonumber(ARGV[4 * i - 1]), tonumber(ARGV[4 * i])
-  local s = sluice_load(algo, redis.call('GET', k))
-  if s and not s.b then
-    local _, _, _, _, str, px = sluice_apply(3, algo, s, a, b, back, now)
+  local x, y, z = sluice_load(algo, redis.call('GET', k))
+  if x and x ~= 'b' then
+    local _, _, _, _, str, px = sluice_apply(3, algo, x, y, z, a, b, back, now)
     if str then
       redis.call('SET', k, str, 'PX', px)
     else
