@@ -167,6 +167,19 @@ expires entries and their hash-table slots, with the value a shared integer. Whe
 0.6x of the reference, no encoding of the bucket's state can meet that target without giving
 up one key per client (which Redis Cluster routing and exact idle expiry rely on).
 
+### Every algorithm ([ALGORITHMS.md](ALGORITHMS.md))
+
+Bytes per key: one admitted request per key (buckets of 100 at 0.001/s, windows of 100 per
+day), loaded as above. Redis CPU per decision: [lua/decide_batch.lua](../lua/decide_batch.lua)
+with 16 decisions per call as the library sends them, under \`redis-benchmark -c 50 -P 16\`
+(buckets 100 per 100 s, windows 100 per minute), INFO cpu delta / decisions.
+
+| Algorithm | Bytes/key | vs reference | Redis CPU us/decision |
+|---|---|---|---|
+$(for a in token_bucket gcra sliding_window sliding_window_counter fixed_window; do
+  echo "| $a | $(f mem_algo_$a.bytes_per_key) | $(ratio mem_algo_$a.bytes_per_key mem_ref.bytes_per_key)x | $(f algo_$a.cpu_us_per_decision) |"
+done)
+
 ### Where a decision's Redis CPU goes
 
 The same load (\`-c 50 -P 16\`, 10k keys) on script variants in [bench/lua_variants/](../bench/lua_variants/);
