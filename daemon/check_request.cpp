@@ -16,17 +16,19 @@ enum class kind { missing, string, integer, other };
 // nlohmann's SAX interface. Depth 1 is the top-level value's members; only those are kept.
 class check_sax {
  public:
-  explicit check_sax(check_request& out) : out_(out) {}
+  check_sax(check_request& out, const request_members& members) : out_(out), members_(members) {}
 
   bool null() { return scalar(kind::other); }
   bool boolean(bool) { return scalar(kind::other); }
   // nlohmann reports non-negative integers as unsigned: this one is negative.
   bool number_integer(json::number_integer_t) {
     if (at_top_member() && current_ == slot::cost) out_.cost = 0;
+    if (at_top_member() && current_ == slot::duration_ms) out_.duration_ms = 0;
     return scalar(kind::integer);
   }
   bool number_unsigned(json::number_unsigned_t v) {
     if (at_top_member() && current_ == slot::cost) out_.cost = v;
+    if (at_top_member() && current_ == slot::duration_ms) out_.duration_ms = v;
     return scalar(kind::integer);
   }
   bool number_float(json::number_float_t, const json::string_t&) { return scalar(kind::other); }
@@ -58,10 +60,7 @@ class check_sax {
 
   bool key(json::string_t& name) {
     if (depth_ == 1) {
-      current_ = name == "key"      ? slot::key
-                 : name == "policy" ? slot::policy
-                 : name == "cost"   ? slot::cost
-                                    : slot::unknown;
+      current_ = slot_of(name);
       if (current_ == slot::unknown) {
         if (!unknown_.insert(name).second) note_repeated(name);
       } else {
@@ -88,8 +87,11 @@ class check_sax {
     if (!top_is_object_)
       return check_request_error{"invalid_request", "the body must be a JSON object"};
     if (!unknown_.empty()) {
-      return check_request_error{"invalid_request", "unknown member \"" + *unknown_.begin() +
-                                                        "\" (want key, policy, cost)"};
+      std::string want = "key, policy";
+      if (members_.cost != member_use::refused) want += ", cost";
+      if (members_.duration_ms != member_use::refused) want += ", duration_ms";
+      return check_request_error{
+          "invalid_request", "unknown member \"" + *unknown_.begin() + "\" (want " + want + ")"};
     }
     const auto& k = seen_[static_cast<int>(slot::key)];
     if (k == kind::missing) return check_request_error{"invalid_request", "\"key\" is required"};
@@ -100,21 +102,42 @@ class check_sax {
     if (p != kind::string) {
       return check_request_error{"invalid_request", "\"policy\" must be a string"};
     }
-    const auto& c = seen_[static_cast<int>(slot::cost)];
-    if (c != kind::missing && c != kind::integer) {
-      return check_request_error{"invalid_request", "\"cost\" must be an integer"};
-    }
-    return std::nullopt;
+    if (auto e = integer_member(slot::cost, members_.cost, "cost")) return e;
+    return integer_member(slot::duration_ms, members_.duration_ms, "duration_ms");
   }
 
  private:
-  enum class slot { key = 0, policy = 1, cost = 2, unknown = 3 };
+  enum class slot { key = 0, policy = 1, cost = 2, duration_ms = 3, unknown = 4 };
   struct container {
     bool is_object;
     std::set<std::string> names;
   };
 
   bool at_top_member() const { return depth_ == 1 && top_is_object_; }
+
+  // A member this endpoint refuses is an unknown one.
+  slot slot_of(const std::string& name) const {
+    if (name == "key") return slot::key;
+    if (name == "policy") return slot::policy;
+    if (name == "cost" && members_.cost != member_use::refused) return slot::cost;
+    if (name == "duration_ms" && members_.duration_ms != member_use::refused) {
+      return slot::duration_ms;
+    }
+    return slot::unknown;
+  }
+
+  std::optional<check_request_error> integer_member(slot s, member_use use,
+                                                    const char* name) const {
+    const auto& k = seen_[static_cast<int>(s)];
+    if (k == kind::missing && use == member_use::required) {
+      return check_request_error{"invalid_request", "\"" + std::string(name) + "\" is required"};
+    }
+    if (k != kind::missing && k != kind::integer) {
+      return check_request_error{"invalid_request",
+                                 "\"" + std::string(name) + "\" must be an integer"};
+    }
+    return std::nullopt;
+  }
 
   // A value that is not a container; at depth 1 it is the current member's value.
   bool scalar(kind k) {
@@ -142,10 +165,12 @@ class check_sax {
   }
 
   check_request& out_;
+  const request_members& members_;
   int depth_ = 0;
   bool top_is_object_ = false;
   slot current_ = slot::unknown;
-  kind seen_[3] = {kind::missing, kind::missing, kind::missing};  // key, policy, cost
+  // key, policy, cost, duration_ms
+  kind seen_[4] = {kind::missing, kind::missing, kind::missing, kind::missing};
   std::set<std::string> unknown_;  // sorted: the first by name is reported
   std::vector<container> nested_;  // the containers open below the top level
   std::string repeated_;
@@ -153,9 +178,10 @@ class check_sax {
 
 }  // namespace
 
-std::optional<check_request_error> parse_check_request(std::string_view body, check_request& out) {
+std::optional<check_request_error> parse_check_request(std::string_view body, check_request& out,
+                                                       const request_members& members) {
   out = check_request{};
-  check_sax sax(out);
+  check_sax sax(out, members);
   if (!json::sax_parse(body, &sax)) {
     return check_request_error{"malformed_json", "the body is not valid JSON"};
   }

@@ -1,5 +1,7 @@
 #include "config.hpp"
 
+#include "admin.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -321,6 +323,27 @@ void parse_rule(const reader& r, const YAML::Node& n, const std::string& field, 
     rule.cost = r.integer<std::uint64_t>(v, field + ".cost", 1, limit_of(it->second));
 }
 
+// A relative token_file is relative to the config file's directory (sluiced runs from /
+// under systemd), and as written when the config has no directory.
+std::string resolve_beside(const std::string& source, const std::string& path) {
+  if (path.front() == '/') return path;
+  const auto slash = source.rfind('/');
+  if (slash == std::string::npos) return path;
+  return source.substr(0, slash + 1) + path;
+}
+
+void parse_admin(const reader& r, const YAML::Node& n, admin_config& out) {
+  r.expect_map(n, "admin");
+  r.only_keys(n, "admin", {"token_file"});
+  auto f = n["token_file"];
+  if (!f) r.fail(n, "admin.token_file", "is required (a file holding the admin bearer token)");
+  out.token_file = r.string(f, "admin.token_file");
+  std::string why;
+  auto token = read_admin_token(resolve_beside(r.source(), out.token_file), why);
+  if (!token) r.fail(f, "admin.token_file", why);
+  out.token = std::move(*token);
+}
+
 config parse_root(const reader& r, const YAML::Node& root) {
   config c;
   c.source = r.source();
@@ -332,7 +355,7 @@ config parse_root(const reader& r, const YAML::Node& root) {
               {"listen", "threads", "log_level", "backend", "key_prefix", "on_backend_failure",
                "backend_timeout_ms", "backend_connect_timeout_ms", "redis_connections",
                "memory_max_keys", "deny_status", "trusted_proxies", "forwarded_header",
-               "ipv6_prefix", "ipv4_prefix", "policies", "rules", "limits"});
+               "ipv6_prefix", "ipv4_prefix", "policies", "rules", "limits", "admin"});
 
   if (auto n = root["listen"]) {
     try {
@@ -431,6 +454,8 @@ config parse_root(const reader& r, const YAML::Node& root) {
           std::chrono::milliseconds{r.integer<int>(v, "limits.shutdown_timeout_ms", 0, 3'600'000)};
     }
   }
+
+  if (auto n = root["admin"]) parse_admin(r, n, c.admin);
 
   auto pols = root["policies"];
   if (!pols) r.fail(root, "policies", "is required (at least one policy)");

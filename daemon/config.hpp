@@ -35,6 +35,16 @@ struct limits_config {
   std::chrono::milliseconds shutdown_timeout{10'000};  ///< SIGTERM drain deadline
 };
 
+/// The admin endpoints (/v1/reset, /v1/refund, /v1/penalize, /v1/block): off unless the
+/// config names a token file.
+struct admin_config {
+  /// As the config wrote it; empty: the admin endpoints are off (404).
+  std::string token_file;
+  /// The token read from it at load (and at every reload). Never logged.
+  std::string token;
+  bool enabled() const noexcept { return !token.empty(); }
+};
+
 struct config {
   std::string source = "<default>";  ///< the file it came from
   std::string listen_host = "127.0.0.1";
@@ -59,6 +69,7 @@ struct config {
   std::map<std::string, policy, std::less<>> policies;
   std::vector<http::rule> rules;
   limits_config limits;
+  admin_config admin;
 
   /// "host:port", with brackets around an IPv6 host.
   std::string listen() const;

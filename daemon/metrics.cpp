@@ -85,6 +85,7 @@ struct metrics::families {
   prometheus::Family<prometheus::Counter>& cluster_cross_slot;
   prometheus::Family<prometheus::Counter>& cluster_refunds;
   prometheus::Family<prometheus::Counter>& sentinel_failovers;
+  prometheus::Family<prometheus::Counter>& admin_requests;
   // Latencies from 100 us (memory, local Redis) to 2.5 s (far beyond any sane timeout).
   const prometheus::Histogram::BucketBoundaries buckets{
       0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
@@ -186,6 +187,10 @@ metrics::metrics() : registry_(std::make_shared<prometheus::Registry>()) {
           .Name("sluice_redis_sentinel_failovers_total")
           .Help("Times the Sentinel backend moved to another master")
           .Register(r),
+      prometheus::BuildCounter()
+          .Name("sluice_admin_requests_total")
+          .Help("Admin endpoint calls (reset, refund, penalize, block) by endpoint and outcome")
+          .Register(r),
   });
   // Present from the start, so dashboards see zeros rather than nothing.
   f_->backend_latency_series = &f_->backend_latency.Add({}, f_->buckets);
@@ -269,6 +274,12 @@ void metrics::request(std::string_view endpoint, unsigned status,
              return f_->request_latency.Add({{"endpoint", std::string(endpoint)}}, f_->buckets);
            })
       .Observe(seconds(d));
+}
+
+void metrics::admin_request(std::string_view endpoint, std::string_view outcome) {
+  // Rare (an operator's calls): no series cache.
+  f_->admin_requests.Add({{"endpoint", std::string(endpoint)}, {"outcome", std::string(outcome)}})
+      .Increment();
 }
 
 void metrics::reload(bool ok) {

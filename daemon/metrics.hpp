@@ -26,7 +26,7 @@ class metrics {
   metrics(const metrics&) = delete;
   metrics& operator=(const metrics&) = delete;
 
-  /// One decision: `endpoint` is `check` or `auth`, `rule` is empty for /v1/check,
+  /// One decision: `endpoint` is `check`, `peek` or `auth`, `rule` is empty for /v1/check,
   /// `result` is `allowed`, `denied`, `shadow_denied` or `skipped`.
   void decision(std::string_view endpoint, std::string_view policy, std::string_view rule,
                 std::string_view result);
@@ -38,6 +38,10 @@ class metrics {
   void backend_latency(std::chrono::steady_clock::duration d);
   /// One HTTP request answered.
   void request(std::string_view endpoint, unsigned status, std::chrono::steady_clock::duration d);
+  /// One call of an admin endpoint (`endpoint`: `reset`, `refund`, `penalize`, `block`),
+  /// allowed or refused: `outcome` is `ok`, `unauthorized`, `forbidden`, `invalid` or
+  /// `backend_error`.
+  void admin_request(std::string_view endpoint, std::string_view outcome);
   /// A SIGHUP reload attempt.
   void reload(bool ok);
   /// Whether the last readiness probe reached the backend.

@@ -126,9 +126,11 @@ class session : public std::enable_shared_from_this<session> {
     if (ec == bhttp::error::body_limit) {
       // The limit is checked against Content-Length, so the request line has been read.
       const auto target = parser_->get().target();
+      const auto endpoint = service::endpoint_of(std::string_view(target.data(), target.size()));
+      server_->svc().refused_before_handling(endpoint, peer_, 413);  // an admin call is logged
       return reject(413, "body_too_large",
                     "the body exceeds " + std::to_string(limits_.max_body_bytes) + " bytes",
-                    service::endpoint_of(std::string_view(target.data(), target.size())));
+                    endpoint);
     }
     if (ec == beast::error::timeout && phase_ != phase::idle) {
       server_->read_timed_out(phase_ == phase::head ? "head" : "body", peer_);

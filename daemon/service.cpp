@@ -1,8 +1,10 @@
 #include "service.hpp"
 
+#include "admin.hpp"
 #include "check_request.hpp"
 #include "safe_log.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cassert>
 #include <charconv>
@@ -11,6 +13,7 @@
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/bind_executor.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/beast/http/field.hpp>
 #include <boost/beast/http/status.hpp>
 #include <nlohmann/json.hpp>
@@ -225,7 +228,12 @@ bool service::reload(const std::string& path, const std::function<void(config&)>
 std::string_view service::endpoint_of(std::string_view target) noexcept {
   const auto path = path_of(target);
   if (path == "/v1/check") return "check";
+  if (path == "/v1/peek") return "peek";
   if (is_auth_path(path)) return "auth";
+  if (path == "/v1/reset") return "reset";
+  if (path == "/v1/refund") return "refund";
+  if (path == "/v1/penalize") return "penalize";
+  if (path == "/v1/block") return "block";
   if (path == "/metrics") return "metrics";
   if (path == "/healthz") return "healthz";
   if (path == "/readyz") return "readyz";
@@ -322,12 +330,19 @@ void service::route(const http_request& req, const std::string& peer,
                                    "sluiced speaks HTTP/1.1 (and HTTP/1.0)", 11));
   }
 
-  if (endpoint == "check") return handle_check(req, std::move(rt), ex, finish);
-  if (endpoint == "auth") return handle_auth(req, peer, std::move(rt), ex, finish);
-  if (endpoint == "other") {
+  auto not_found = [&] {
     return finish(problem_response(
         404, "not_found", "no such endpoint: " + std::string(path_of(sv(req.target()))), version));
+  };
+  if (endpoint == "check") return handle_check(req, std::move(rt), ex, finish, false);
+  if (endpoint == "peek") return handle_check(req, std::move(rt), ex, finish, true);
+  if (endpoint == "auth") return handle_auth(req, peer, std::move(rt), ex, finish);
+  if (auto op = admin_operation(endpoint)) {
+    // Off unless the config names a token file: then no different from an unknown path.
+    if (!rt->cfg.admin.enabled()) return not_found();
+    return handle_admin(req, peer, endpoint, *op, std::move(rt), ex, finish);
   }
+  if (endpoint == "other") return not_found();
   if (!get) {
     auto res = problem_response(405, "method_not_allowed", "use GET (or HEAD)", version);
     res.set(bhttp::field::allow, "GET, HEAD");
@@ -343,17 +358,18 @@ void service::route(const http_request& req, const std::string& peer,
   return handle_ready(req, std::move(rt), ex, finish);
 }
 
-void service::handle_check(const http_request& req, std::shared_ptr<const runtime> rt,
-                           boost::asio::any_io_executor ex, const responder& done) {
+std::optional<http_response> service::refuse_request(
+    const http_request& req, const runtime& rt, std::string_view endpoint, const request_members& m,
+    const check_request& cr, const std::optional<check_request_error>& parse_error,
+    const policy*& p) {
   const auto version = req.version();
   auto bad = [&](unsigned status, std::string_view code, const std::string& detail) {
-    done(problem_response(status, code, detail, version));
+    return problem_response(status, code, detail, version);
   };
   if (req.method() != bhttp::verb::post) {
-    auto res =
-        problem_response(405, "method_not_allowed", "POST a JSON body to /v1/check", version);
+    auto res = bad(405, "method_not_allowed", "POST a JSON body to /v1/" + std::string(endpoint));
     res.set(bhttp::field::allow, "POST");
-    return done(std::move(res));
+    return res;
   }
   const auto ctype = sv(req[bhttp::field::content_type]);
   auto mime = ctype.substr(0, ctype.find(';'));
@@ -366,12 +382,10 @@ void service::handle_check(const http_request& req, std::shared_ptr<const runtim
     return bad(415, "unsupported_media_type",
                "Content-Type must be application/json (curl: -H 'Content-Type: application/json')");
   }
-  check_request cr;
-  if (auto err = parse_check_request(req.body(), cr)) return bad(400, err->code, err->detail);
+  if (parse_error) return bad(400, parse_error->code, parse_error->detail);
   const auto& k = cr.key;
-  const auto cost = cr.cost;
-  auto& policy_name = cr.policy;
-  const auto* p = rt->rules->find_policy(policy_name);
+  const auto& policy_name = cr.policy;
+  p = rt.rules->find_policy(policy_name);
   if (!p) return bad(422, "unknown_policy", "no policy named \"" + policy_name + "\"");
   if (k.empty()) return bad(422, "invalid_key", "\"key\" must not be empty");
   if (k.size() > max_check_key_size) {
@@ -379,12 +393,35 @@ void service::handle_check(const http_request& req, std::shared_ptr<const runtim
                "\"key\" is longer than " + std::to_string(max_check_key_size) + " bytes");
   }
   // At most the policy's capacity (buckets) or limit (windows).
-  if (cost < 1 || cost > limit_of(*p)) {
+  if (m.cost != member_use::refused && (cr.cost < 1 || cr.cost > limit_of(*p))) {
     return bad(422, "cost_out_of_range",
                "\"cost\" must be 1.." + std::to_string(limit_of(*p)) + " (the " +
                    (is_window(p->algorithm) ? "limit" : "capacity") + ") for policy \"" +
                    policy_name + "\"");
   }
+  if (m.duration_ms != member_use::refused &&
+      (cr.duration_ms < 1 || cr.duration_ms > static_cast<std::uint64_t>(max_window.count()))) {
+    return bad(422, "duration_out_of_range",
+               "\"duration_ms\" must be 1.." + std::to_string(max_window.count()) + " (366 days)");
+  }
+  return std::nullopt;
+}
+
+void service::handle_check(const http_request& req, std::shared_ptr<const runtime> rt,
+                           boost::asio::any_io_executor ex, const responder& done, bool peek) {
+  const auto version = req.version();
+  const std::string_view endpoint = peek ? "peek" : "check";
+  check_request cr;
+  const policy* p = nullptr;
+  // Only a POST is read (a GET's body, if any, is not worth a parse to answer 405).
+  std::optional<check_request_error> parse_error;
+  if (req.method() == bhttp::verb::post) parse_error = parse_check_request(req.body(), cr);
+  if (auto bad = refuse_request(req, *rt, endpoint, {}, cr, parse_error, p)) {
+    return done(std::move(*bad));
+  }
+  const auto& k = cr.key;
+  const auto cost = cr.cost;
+  auto& policy_name = cr.policy;
 
   const auto start = steady::now();
   auto& lim = rt->limiter_here();
@@ -392,26 +429,46 @@ void service::handle_check(const http_request& req, std::shared_ptr<const runtim
   // before the call: the handler below takes policy_name by move.)
   // '@' is not allowed in rule names, so no forward-auth rule's `<rule>:<policy>:<key>`
   // bucket can be this one.
-  const auto limiter_key = std::string(check_key_prefix) + policy_name + ":" + k;
+  auto limiter_key = std::string(check_key_prefix) + policy_name + ":" + k;
   // The memory backend decides in well under a microsecond without blocking: answering
   // inline saves the handler's allocations and the hop back to the connection's executor.
   if (rt->memory_backend) {
     std::error_code ec;
-    const auto d = lim.check(limiter_key, *p, cost, ec);
-    return done(check_response(policy_name, *p, start, version, ec, d));
+    const auto d =
+        peek ? lim.peek(limiter_key, *p, cost, ec) : lim.check(limiter_key, *p, cost, ec);
+    return done(check_response(endpoint, policy_name, *p, start, version, ec, d));
   }
-  lim.async_check(
-      limiter_key, *p, cost,
-      boost::asio::bind_executor(ex, [this, rt = std::move(rt),  // keeps *p alive
-                                      policy_name = std::move(policy_name), p, start, version,
-                                      done](std::error_code ec, decision d) {
-        done.answer([&] { return check_response(policy_name, *p, start, version, ec, d); });
-      }));
+  if (peek) {
+    // limiter::peek blocks for a round trip: on a thread of its own, then back to `ex`.
+    boost::asio::post(blocking_pool(), [this, rt, ex, done, policy_name = std::move(policy_name),
+                                        limiter_key = std::move(limiter_key), p, cost, start,
+                                        version]() noexcept {
+      try {
+        std::error_code ec;
+        const auto d = rt->lim->peek(limiter_key, *p, cost, ec);
+        boost::asio::post(ex, [this, rt, done, policy_name, p, start, version, ec, d] {
+          done.answer(
+              [&] { return check_response("peek", policy_name, *p, start, version, ec, d); });
+        });
+      } catch (...) {
+        // No memory to hand the answer back: the connection closes when `done` goes.
+      }
+    });
+    return;
+  }
+  lim.async_check(limiter_key, *p, cost,
+                  boost::asio::bind_executor(ex, [this, rt = std::move(rt),  // keeps *p alive
+                                                  policy_name = std::move(policy_name), p, start,
+                                                  version, done](std::error_code ec, decision d) {
+                    done.answer([&] {
+                      return check_response("check", policy_name, *p, start, version, ec, d);
+                    });
+                  }));
 }
 
-http_response service::check_response(const std::string& policy_name, const policy& p,
-                                      std::chrono::steady_clock::time_point start, unsigned version,
-                                      std::error_code ec, const decision& d) {
+http_response service::check_response(std::string_view endpoint, const std::string& policy_name,
+                                      const policy& p, std::chrono::steady_clock::time_point start,
+                                      unsigned version, std::error_code ec, const decision& d) {
   metrics_.backend_latency(steady::now() - start);
   if (ec) {  // validated before the check; only a bug could get here
     return problem_response(422, "invalid_input", ec.message(), version);
@@ -420,10 +477,149 @@ http_response service::check_response(const std::string& policy_name, const poli
     metrics_.backend_error(d.backend_error);
     metrics_.degraded(p.on_failure, policy_name);
   }
-  metrics_.decision("check", policy_name, "", d.allowed ? "allowed" : "denied");
+  metrics_.decision(endpoint, policy_name, "", d.allowed ? "allowed" : "denied");
   auto res = plain(200, check_body(d, policy_name), "application/json", version);
   add_headers(res, http::rate_limit_headers(d, policy_name, p));
   return res;
+}
+
+boost::asio::thread_pool& service::blocking_pool() {
+  std::call_once(blocking_once_, [this] {
+    // As many as the server threads (2..16): each waits at most the backend's timeout.
+    const auto n = std::clamp<std::size_t>(workers_.size(), 2, 16);
+    blocking_ = std::make_unique<boost::asio::thread_pool>(n);
+  });
+  return *blocking_;
+}
+
+void service::handle_admin(const http_request& req, const std::string& peer,
+                           std::string_view endpoint, key_operation op,
+                           std::shared_ptr<const runtime> rt, boost::asio::any_io_executor ex,
+                           const responder& done) {
+  const auto version = req.version();
+  request_members m;
+  const bool takes_cost = op == key_operation::refund || op == key_operation::penalize;
+  m.cost = takes_cost ? member_use::required : member_use::refused;
+  m.duration_ms = op == key_operation::block ? member_use::required : member_use::refused;
+  // The body is read before the caller is known only so that the log line can name the key
+  // it was about; nothing is acted on until the token matches.
+  check_request cr;
+  std::optional<check_request_error> parse_error;
+  if (req.method() == bhttp::verb::post) parse_error = parse_check_request(req.body(), cr, m);
+  admin_call call{endpoint, peer, cr.key, cr.policy, {}};
+
+  const auto creds =
+      parse_bearer(req.count(bhttp::field::authorization), sv(req[bhttp::field::authorization]));
+  if (creds.what != bearer_credentials::kind::token) {
+    auto res = problem_response(
+        401, "unauthorized",
+        creds.what == bearer_credentials::kind::missing
+            ? "this endpoint needs \"Authorization: Bearer <token>\" with the admin token"
+            : "the Authorization header must be \"Bearer <token>\", once",
+        version);
+    res.set(bhttp::field::www_authenticate, "Bearer");
+    return done(admin_answer(call, std::move(res), "unauthorized"));
+  }
+  if (!tokens_equal(creds.token, rt->cfg.admin.token)) {
+    return done(admin_answer(
+        call,
+        problem_response(403, "forbidden", "the bearer token is not the admin token", version),
+        "forbidden"));
+  }
+  const policy* p = nullptr;
+  if (auto bad = refuse_request(req, *rt, endpoint, m, cr, parse_error, p)) {
+    return done(admin_answer(call, std::move(*bad), "invalid"));
+  }
+  std::uint64_t amount = 0;
+  if (takes_cost) {
+    amount = cr.cost;
+    call.amount = "cost " + std::to_string(amount);
+  } else if (op == key_operation::block) {
+    amount = cr.duration_ms;
+    call.amount = "duration_ms " + std::to_string(amount);
+  }
+  // The operations act on /v1/check's buckets.
+  auto limiter_key = std::string(check_key_prefix) + cr.policy + ":" + cr.key;
+  if (rt->memory_backend) {
+    std::error_code ec;
+    const auto d = rt->lim->operate(limiter_key, *p, op, amount, ec);
+    auto [res, outcome] = operation_response(cr.policy, *p, version, ec, d);
+    if (ec && is_backend_error(ec)) metrics_.backend_error(ec);
+    return done(admin_answer(call, std::move(res), outcome));
+  }
+  // A key operation blocks for a round trip: on a thread of its own, then back to `ex`.
+  boost::asio::post(
+      blocking_pool(),
+      [this, rt, ex, done, call = std::move(call), policy_name = std::move(cr.policy),
+       limiter_key = std::move(limiter_key), p, op, amount, version]() mutable noexcept {
+        try {
+          std::error_code ec;
+          const auto d = rt->lim->operate(limiter_key, *p, op, amount, ec);
+          boost::asio::post(ex, [this, rt, done, call = std::move(call),
+                                 policy_name = std::move(policy_name), p, version, ec, d] {
+            done.answer([&] {
+              auto [res, outcome] = operation_response(policy_name, *p, version, ec, d);
+              if (ec && is_backend_error(ec)) metrics_.backend_error(ec);
+              return admin_answer(call, std::move(res), outcome);
+            });
+          });
+        } catch (...) {
+          // No memory to hand the answer back: the connection closes when `done` goes.
+        }
+      });
+}
+
+std::pair<http_response, std::string_view> service::operation_response(
+    const std::string& policy_name, const policy& p, unsigned version, std::error_code ec,
+    const decision& d) {
+  if (ec && is_backend_error(ec)) {
+    // An operation is not a decision: no failure mode stands in for the backend.
+    return {problem_response(503, "backend_error",
+                             "the backend failed (" + ec.message() +
+                                 "); the operation may not have been applied",
+                             version),
+            "backend_error"};
+  }
+  if (ec) {  // validated before the call; only a bug could get here
+    return {problem_response(422, "invalid_input", ec.message(), version), "invalid"};
+  }
+  auto res = plain(200, check_body(d, policy_name), "application/json", version);
+  add_headers(res, http::rate_limit_headers(d, policy_name, p));
+  return {std::move(res), "ok"};
+}
+
+http_response service::admin_answer(const admin_call& call, http_response res,
+                                    std::string_view outcome) {
+  metrics_.admin_request(call.endpoint, outcome);
+  // Every call once, refused ones louder. Never the token; the key last, since it is
+  // whatever the caller sent (the daemon's log sink escapes what is not printable).
+  const bool refused = outcome == "unauthorized" || outcome == "forbidden";
+  const auto level =
+      refused || outcome == "backend_error" ? spdlog::level::warn : spdlog::level::info;
+  std::string what;
+  // A policy name cannot hold ", key ..." and fake the rest of the line; anything else can.
+  if (!call.policy.empty()) {
+    what += "policy ";
+    what += http::is_valid_name(call.policy) ? call.policy : std::string("(not a policy name)");
+    what += ", ";
+  }
+  if (!call.amount.empty()) what += call.amount + ", ";
+  what += call.key.empty() ? std::string("no key") : "key " + call.key;
+  spdlog::log(level, "admin {} from {}: {} ({}); {}", call.endpoint,
+              call.peer.empty() ? std::string_view("unknown peer") : std::string_view(call.peer),
+              outcome, res.result_int(), what);
+  return res;
+}
+
+void service::refused_before_handling(std::string_view endpoint, const std::string& peer,
+                                      unsigned status) noexcept {
+  try {
+    if (!admin_operation(endpoint) || !current()->cfg.admin.enabled()) return;
+    admin_answer(admin_call{endpoint, peer, {}, {}, {}},
+                 http_response{static_cast<bhttp::status>(status), 11}, "invalid");
+  } catch (...) {
+    // Logging and counting only: nothing to answer.
+  }
 }
 
 void service::handle_auth(const http_request& req, const std::string& peer,

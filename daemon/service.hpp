@@ -1,11 +1,13 @@
 #pragma once
 // The daemon's request handling, apart from sockets: routes one parsed HTTP request to
-// /v1/check, /v1/auth, /metrics, /healthz or /readyz and produces the response. The
-// server (server.hpp) owns connections and calls service::handle for each request.
+// /v1/check, /v1/peek, /v1/auth, the admin endpoints (/v1/reset, /v1/refund, /v1/penalize,
+// /v1/block), /metrics, /healthz or /readyz and produces the response. The server
+// (server.hpp) owns connections and calls service::handle for each request.
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -14,6 +16,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 
@@ -21,6 +24,7 @@
 #include <sluice/http/rules.hpp>
 #include <sluice/limiter.hpp>
 
+#include "check_request.hpp"
 #include "config.hpp"
 #include "log_throttle.hpp"
 #include "metrics.hpp"
@@ -90,8 +94,15 @@ class service {
 
   metrics& stats() noexcept { return metrics_; }
 
-  /// The endpoint label used in metrics for `target`.
+  /// The endpoint label used in metrics for `target`: `check`, `peek`, `auth`, `reset`,
+  /// `refund`, `penalize`, `block`, `metrics`, `healthz`, `readyz` or `other`.
   static std::string_view endpoint_of(std::string_view target) noexcept;
+
+  /// The server answered a request to `endpoint` from `peer` itself, before handle() (a body
+  /// over limits.max_body_bytes: `status` 413): an admin call is logged and counted all the
+  /// same. Any other endpoint is ignored.
+  void refused_before_handling(std::string_view endpoint, const std::string& peer,
+                               unsigned status) noexcept;
 
   /// A problem+json response (RFC 9457): type `about:blank`, the status's reason phrase as
   /// title, `detail`, and an `error` extension member with a stable machine-readable code.
@@ -128,12 +139,46 @@ class service {
   void route(const http_request& req, const std::string& peer, boost::asio::any_io_executor ex,
              const responder& done);
   std::shared_ptr<const runtime> build(config c, const std::shared_ptr<const runtime>& prev) const;
+  /// What /v1/check, /v1/peek and the admin endpoints check of a request before they act:
+  /// POST, application/json, the body (`parse_error`: what parse_check_request found), the
+  /// policy, the key, the cost and the duration, against the members `m` the endpoint
+  /// takes. Returns the problem to answer, or std::nullopt with `p` the named policy.
+  static std::optional<http_response> refuse_request(
+      const http_request& req, const runtime& rt, std::string_view endpoint,
+      const request_members& m, const check_request& cr,
+      const std::optional<check_request_error>& parse_error, const policy*& p);
+  /// /v1/check, or with `peek` /v1/peek (the same answer, nothing spent).
   void handle_check(const http_request& req, std::shared_ptr<const runtime> rt,
+                    boost::asio::any_io_executor ex, const responder& done, bool peek);
+  /// /v1/check's answer to decision `d` (or error `ec`), with its metrics counted under
+  /// `endpoint` (`check` or `peek`).
+  http_response check_response(std::string_view endpoint, const std::string& policy_name,
+                               const policy& p, std::chrono::steady_clock::time_point start,
+                               unsigned version, std::error_code ec, const decision& d);
+
+  /// One admin call as its log line tells it.
+  struct admin_call {
+    std::string_view endpoint;  ///< reset, refund, penalize, block
+    std::string peer;
+    std::string key;     ///< as the body gave it; empty when it did not
+    std::string policy;  ///< likewise
+    std::string amount;  ///< "cost 3", "duration_ms 60000" once validated; else empty
+  };
+  /// /v1/reset, /v1/refund, /v1/penalize and /v1/block (`op`), when the config enables them.
+  void handle_admin(const http_request& req, const std::string& peer, std::string_view endpoint,
+                    key_operation op, std::shared_ptr<const runtime> rt,
                     boost::asio::any_io_executor ex, const responder& done);
-  /// /v1/check's answer to decision `d` (or error `ec`), with its metrics counted.
-  http_response check_response(const std::string& policy_name, const policy& p,
-                               std::chrono::steady_clock::time_point start, unsigned version,
-                               std::error_code ec, const decision& d);
+  /// The answer to an operation's result `d` (or error `ec`) and its outcome label.
+  static std::pair<http_response, std::string_view> operation_response(
+      const std::string& policy_name, const policy& p, unsigned version, std::error_code ec,
+      const decision& d);
+  /// Logs `call` once, counts it in sluice_admin_requests_total, and returns `res`.
+  http_response admin_answer(const admin_call& call, http_response res, std::string_view outcome);
+
+  /// The threads that wait for the backend's blocking calls (peek and the key operations
+  /// have no asynchronous form) on a Redis backend, so that no server thread waits; made on
+  /// first use (the memory backend answers inline and never needs them).
+  boost::asio::thread_pool& blocking_pool();
   void handle_auth(const http_request& req, const std::string& peer,
                    std::shared_ptr<const runtime> rt, boost::asio::any_io_executor ex,
                    const responder& done);
@@ -150,6 +195,11 @@ class service {
   std::shared_ptr<const runtime> current_;
   metrics metrics_;
   log_throttle internal_errors_log_;
+  std::once_flag blocking_once_;
+  // Last, so destroyed first: its jobs use the members above. Destroying it abandons the
+  // jobs not started (their requests are dropped, their connections closed) and waits for
+  // the running ones, each bounded by the backend's timeout.
+  std::unique_ptr<boost::asio::thread_pool> blocking_;
 };
 
 }  // namespace sluice::daemon

@@ -1,41 +1,29 @@
 // The `sluice` command as a user runs it: one JSON line per decision, exit status 0 allowed,
 // 1 denied, 2 invalid input (with a message on stderr), on memory and on a real Redis, with
-// each of the five algorithms (--algorithm) on memory.
+// each of the five algorithms (--algorithm) on memory. `sluice peek` takes check's flags and
+// answers alike, spending nothing (cli_operations_test.cpp has it on Redis).
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <cstdlib>
-#include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "cli_run.hpp"
 #include "support/black_hole_server.hpp"
-#include "support/process_child.hpp"
 #include "support/redis_server.hpp"
 
 namespace sluice::test {
 namespace {
 
-using json = nlohmann::json;
+using run_result = cli_result;
 
-struct run_result {
-  int status = -1;
-  std::vector<json> lines;  // stdout, one JSON object per line
-  std::string err;
-};
+run_result sluice_command(const std::string& command, std::vector<std::string> args) {
+  args.insert(args.begin(), command);
+  return run_sluice(args);
+}
 
 run_result sluice_check(std::vector<std::string> args) {
-  const char* env = std::getenv("SLUICE_CLI");
-  std::vector<std::string> argv{env ? env : SLUICE_CLI_PATH, "check"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  process_child p(argv, "sluice");
-  run_result r;
-  r.status = p.wait(std::chrono::seconds{20}).value_or(-1);
-  std::istringstream out(p.stdout_text());
-  for (std::string line; std::getline(out, line);) r.lines.push_back(json::parse(line));
-  r.err = p.stderr_text();
-  return r;
+  return sluice_command("check", std::move(args));
 }
 
 TEST(CliCommandTest, BurstThenDenialOnMemory) {
@@ -67,14 +55,14 @@ TEST(CliCommandTest, InvalidInputExitsTwoWithAMessage) {
       {"--capacity", "5", "--refill-per-second", "1", "--key", "k", "--on-failure", "maybe"},
       {"--capacity", "5", "--refill-per-second", "1"},  // no --key
   };
-  for (const auto& args : bad) {
-    std::string shown;
-    for (const auto& a : args) shown += (a.size() > 40 ? a.substr(0, 40) + "..." : a) + " ";
-    SCOPED_TRACE(shown);
-    const auto r = sluice_check(args);
-    EXPECT_EQ(r.status, 2);
-    EXPECT_TRUE(r.lines.empty());
-    EXPECT_FALSE(r.err.empty());
+  for (const std::string command : {"check", "peek"}) {
+    for (const auto& args : bad) {
+      SCOPED_TRACE(command + " " + shown(args));
+      const auto r = sluice_command(command, args);
+      EXPECT_EQ(r.status, 2);
+      EXPECT_TRUE(r.lines.empty());
+      EXPECT_FALSE(r.err.empty());
+    }
   }
   // The negative cost is named as such, not as an overflowing one.
   const auto neg =
@@ -133,9 +121,7 @@ TEST(CliCommandTest, EveryAlgorithmDecidesAndPrintsItsLimit) {
   };
   for (const auto& c : cases) {
     auto args = c.flags;
-    std::string shown;
-    for (const auto& a : args) shown += a + " ";
-    SCOPED_TRACE(shown);
+    SCOPED_TRACE(shown(args));
     for (const auto& a : {"--key", "k", "--repeat", "4"}) args.push_back(a);
     const auto r = sluice_check(args);
     EXPECT_EQ(r.status, 1) << r.err;
@@ -219,18 +205,19 @@ TEST(CliCommandTest, AlgorithmFlagsThatDoNotFitExitTwoNamingTheFlag) {
       {{"--capacity", "5", "--refill-per-second", "1", "--cost", "6"},
        "sluice: invalid input: --cost 6 exceeds --capacity 5 (a request may cost at most that)\n"},
   };
-  for (const auto& b : bad) {
-    auto args = b.flags;
-    std::string shown;
-    for (const auto& a : args) shown += a + " ";
-    SCOPED_TRACE(shown);
-    for (const auto& a : {"--key", "k"}) args.push_back(a);
-    args.push_back("--backend");
-    args.push_back(silent.url());
-    const auto r = sluice_check(args);
-    EXPECT_EQ(r.status, 2);
-    EXPECT_TRUE(r.lines.empty());
-    EXPECT_EQ(r.err, b.message);
+  // peek takes check's flags, and says the same of them.
+  for (const std::string command : {"check", "peek"}) {
+    for (const auto& b : bad) {
+      auto args = b.flags;
+      SCOPED_TRACE(command + " " + shown(args));
+      for (const auto& a : {"--key", "k"}) args.push_back(a);
+      args.push_back("--backend");
+      args.push_back(silent.url());
+      const auto r = sluice_command(command, args);
+      EXPECT_EQ(r.status, 2);
+      EXPECT_TRUE(r.lines.empty());
+      EXPECT_EQ(r.err, b.message);
+    }
   }
   // CLI11's own checks name the flag too.
   for (const auto& limit : {"0", "-1", "1000000001"}) {
