@@ -24,12 +24,13 @@
 #include "app.hpp"
 #include "config.hpp"
 #include "service.hpp"
+#include "support/service_call.hpp"
 
 namespace sluice::daemon {
 namespace {
 
 using json = nlohmann::json;
-using headers = std::vector<std::pair<std::string, std::string>>;
+using headers = test::header_list;
 
 constexpr const char* token = "s3cr3t-admin-token-0123456789";
 
@@ -105,20 +106,7 @@ class DaemonAdminTest : public ::testing::Test {
 
   http_response call(const std::string& method, const std::string& target, headers hs = {},
                      const std::string& body = "", const std::string& peer = "192.0.2.7") {
-    http_request req;
-    req.method_string(method);
-    req.target(target);
-    req.version(11);
-    for (auto& [n, v] : hs) req.insert(n, v);
-    req.body() = body;
-    req.prepare_payload();
-    std::optional<http_response> out;
-    svc_.handle(std::move(req), peer, ioc_.get_executor(),
-                [&](http_response r) { out = std::move(r); });
-    ioc_.restart();
-    ioc_.run();
-    EXPECT_TRUE(out.has_value());
-    return out ? std::move(*out) : http_response{};
+    return test::call_service(svc_, ioc_, method, target, peer, hs, body);
   }
   // A JSON POST to `path` with the admin token.
   http_response admin(const std::string& path, const std::string& body) {
@@ -519,17 +507,9 @@ TEST_F(DaemonAdminTest, RefusedCallsInBulkAreEachLogged) {
 TEST(DaemonAdminOffTest, WithoutATokenFileTheEndpointsDoNotExist) {
   service svc(parse_config(policies_yaml(), "off.yaml"));
   boost::asio::io_context ioc;
-  auto run = [&](const std::string& target, headers hs) {
-    http_request req{boost::beast::http::verb::post, target, 11};
-    for (auto& [n, v] : hs) req.set(n, v);
-    req.body() = R"({"key":"k","policy":"api","duration_ms":1000})";
-    req.prepare_payload();
-    std::optional<http_response> out;
-    svc.handle(std::move(req), "127.0.0.1", ioc.get_executor(),
-               [&](http_response r) { out = std::move(r); });
-    ioc.restart();
-    ioc.run();
-    return std::move(*out);
+  auto run = [&](const std::string& target, const headers& hs) {
+    return test::call_service(svc, ioc, "POST", target, "127.0.0.1", hs,
+                              R"({"key":"k","policy":"api","duration_ms":1000})");
   };
   const headers with_token{{"Content-Type", "application/json"},
                            {"Authorization", std::string("Bearer ") + token}};

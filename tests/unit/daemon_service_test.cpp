@@ -11,6 +11,7 @@
 #include "app.hpp"
 #include "config.hpp"
 #include "service.hpp"
+#include "support/service_call.hpp"
 
 namespace sluice::daemon {
 namespace {
@@ -44,22 +45,8 @@ std::string as_nlohmann_dumped_it(const json& parsed) {
 class DaemonServiceTest : public ::testing::Test {
  protected:
   http_response call(const std::string& method, const std::string& target, const std::string& peer,
-                     std::vector<std::pair<std::string, std::string>> headers = {},
-                     const std::string& body = "") {
-    http_request req;
-    req.method_string(method);
-    req.target(target);
-    req.version(11);
-    for (auto& [n, v] : headers) req.set(n, v);
-    req.body() = body;
-    req.prepare_payload();
-    std::optional<http_response> out;
-    svc_.handle(std::move(req), peer, ioc_.get_executor(),
-                [&](http_response r) { out = std::move(r); });
-    ioc_.restart();
-    ioc_.run();
-    EXPECT_TRUE(out.has_value());
-    return out ? std::move(*out) : http_response{};
+                     const test::header_list& headers = {}, const std::string& body = "") {
+    return test::call_service(svc_, ioc_, method, target, peer, headers, body);
   }
   http_response check(const std::string& body) {
     return call("POST", "/v1/check", "127.0.0.1", {{"Content-Type", "application/json"}}, body);
