@@ -28,10 +28,10 @@ void burst_log::failure(std::error_code ec) noexcept {
     total_.store(1, relaxed);
     next_report_ns_.store(now + repeat, relaxed);
     failing_.store(true, std::memory_order_release);
-    sluice::detail::logf(
-        sluice::log_level::warn,
-        "{}: {}; applying the failure mode (further errors are counted, not logged)", what_,
-        ec.message());
+    sluice::detail::logf(sluice::log_level::warn,
+                         "{}: {}; checks apply their failure mode, key operations return the error "
+                         "(further errors are counted, not logged)",
+                         what_, ec.message());
   } else if (now >= next_report_ns_.load(relaxed)) {
     total_.fetch_add(1, relaxed);
     sluice::detail::logf(sluice::log_level::warn,

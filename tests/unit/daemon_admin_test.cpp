@@ -34,11 +34,14 @@ using headers = test::header_list;
 
 constexpr const char* token = "s3cr3t-admin-token-0123456789";
 
-// A file in the test's temporary directory, removed at the end of the scope.
+// A file in the test's temporary directory, removed at the end of the scope. ctest runs
+// each test in a process of its own, several at once: the name carries the process id and a
+// counter so that no two tests share a file.
 class temp_file {
  public:
   temp_file(const std::string& name, const std::string& text)
-      : path_(::testing::TempDir() + "sluice-admin-" + name) {
+      : path_(::testing::TempDir() + "sluice-admin-" + std::to_string(::getpid()) + "-" +
+              std::to_string(next_id()++) + "-" + name) {
     std::ofstream(path_, std::ios::binary | std::ios::trunc) << text;
   }
   ~temp_file() { std::remove(path_.c_str()); }
@@ -50,6 +53,10 @@ class temp_file {
   }
 
  private:
+  static int& next_id() {
+    static int id = 0;
+    return id;
+  }
   std::string path_;
 };
 
