@@ -137,14 +137,16 @@ set(CPACK_DEBIAN_DEV_PACKAGE_NAME libsluice-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 # What the CMake package and sluice.pc find: the link interface of the static libraries
 # (core: fmt, threads; redis: hiredis, OpenSSL) and the Boost.Asio headers.
+# The paragraph every package's description starts with.
+set(sluice_deb_summary "Sluice decides whether a caller may spend N tokens now in one atomic step
+(token bucket, GCRA, sliding window log or counter, fixed window): a Lua
+script inside Redis (standalone, Cluster or Sentinel, optionally over TLS)
+that reads the Redis clock, or the same math in process memory.")
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
     "libboost-dev (>= 1.74), libhiredis-dev, libfmt-dev, libssl-dev, pkg-config")
 set(CPACK_DEBIAN_DEV_PACKAGE_SUGGESTS "cmake, libcpp-httplib-dev")
 set(CPACK_COMPONENT_DEV_DESCRIPTION "distributed rate limiter that cannot race - development files
-Sluice decides whether a caller may spend N tokens now with one atomic
-token-bucket step: a Lua script inside Redis (standalone, Cluster or Sentinel,
-optionally over TLS) that reads the Redis clock, or the same math in process
-memory.
+${sluice_deb_summary}
 .
 This package holds the C++20 headers, the static libraries (libsluice_core.a,
 libsluice_redis.a, libsluice_http.a), the CMake package (find_package(sluice),
@@ -157,13 +159,12 @@ if(TARGET sluice_cli)
   set(CPACK_DEBIAN_TOOLS_PACKAGE_SECTION net)
   set(CPACK_DEBIAN_TOOLS_PACKAGE_CONFLICTS sluice)
   set(CPACK_COMPONENT_TOOLS_DESCRIPTION "distributed rate limiter that cannot race - command-line tool
-Sluice decides whether a caller may spend N tokens now with one atomic
-token-bucket step: a Lua script inside Redis (standalone, Cluster or Sentinel,
-optionally over TLS) that reads the Redis clock, or the same math in process
-memory.
+${sluice_deb_summary}
 .
 This package holds the sluice command: one decision (or several) printed as
-JSON lines, with the exit status saying allowed or denied.")
+JSON lines, with the exit status saying allowed or denied; the key operations
+peek, reset, refund, penalize and block; and a simulator that runs a policy
+against synthetic traffic and draws it as SVG.")
 endif()
 
 if(TARGET sluiced)
@@ -180,17 +181,16 @@ if(TARGET sluiced)
       ${sluice_packaging}/debian/sluiced/prerm
       ${sluice_packaging}/debian/sluiced/postrm)
   set(CPACK_COMPONENT_DAEMON_DESCRIPTION "distributed rate limiter that cannot race - HTTP daemon
-Sluice decides whether a caller may spend N tokens now with one atomic
-token-bucket step: a Lua script inside Redis (standalone, Cluster or Sentinel,
-optionally over TLS) that reads the Redis clock, or the same math in process
-memory.
+${sluice_deb_summary}
 .
-sluiced answers over HTTP: POST /v1/check as JSON, /v1/auth as forward-auth
-for nginx auth_request, Traefik forwardAuth and Envoy ext_authz, /metrics for
-Prometheus, and /healthz and /readyz. It reloads its YAML configuration on
-SIGHUP and drains on SIGTERM. The package runs it as a hardened systemd
-service on 127.0.0.1:8080 with the in-memory backend; /etc/sluice/sluiced.yaml
-has commented examples for Redis, Redis Cluster and forward-auth.")
+sluiced answers over HTTP: POST /v1/check and /v1/peek as JSON, admin
+endpoints behind a bearer token (reset, refund, penalize, block), /v1/auth as
+forward-auth for nginx auth_request, Traefik forwardAuth and Envoy ext_authz,
+/metrics for Prometheus, and /healthz and /readyz. It reloads its YAML
+configuration on SIGHUP and drains on SIGTERM. The package runs it as a
+hardened systemd service on 127.0.0.1:8080 with the in-memory backend;
+/etc/sluice/sluiced.yaml has commented examples for Redis, Redis Cluster and
+forward-auth.")
 endif()
 
 include(CPack)
