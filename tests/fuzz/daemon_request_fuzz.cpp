@@ -1,7 +1,8 @@
 // sluiced's request handling without sockets: raw request bytes through Beast's parser
-// (with sluiced's default limits) into service::handle on the memory backend, and the
-// response out through append_wire_response, as the connection's session does. Every
-// answer must be exactly one well-formed HTTP/1.x response whose JSON bodies parse.
+// (with sluiced's default limits) into service::handle on the memory backend (the admin
+// endpoints on, behind a token file), and the response out through append_wire_response,
+// as the connection's session does. Every answer must be exactly one well-formed HTTP/1.x
+// response whose JSON bodies parse.
 //
 // Input: one control byte (bits 0-2 choose the peer, trusted proxy or not; bits 3-4 the
 // forwarded_header mode), then the bytes a client sends: requests after the first one
@@ -13,7 +14,12 @@
 #include <boost/beast/http/string_body.hpp>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <optional>
 #include <string>
 
@@ -49,12 +55,31 @@ rules:
 )";
 }
 
+// The admin endpoints are on, with the token the corpus' admin_* seeds send: the config
+// names a file, written once per process and removed at exit.
+constexpr std::string_view admin_token = "s3cr3t-admin-token-0123456789";
+void remove_admin_token_file();
+const std::string& admin_token_file() {
+  static const std::string path = [] {
+    std::string p = "/tmp/sluice-fuzz-admin-token-" + std::to_string(::getpid());
+    std::ofstream(p, std::ios::binary | std::ios::trunc) << admin_token << "\n";
+    return p;
+  }();
+  // Registered after `path` is made, so it runs before `path` is destroyed.
+  [[maybe_unused]] static const bool cleanup = std::atexit(remove_admin_token_file) == 0;
+  return path;
+}
+void remove_admin_token_file() { std::remove(admin_token_file().c_str()); }
+
 // The config of each forwarded_header mode, parsed once.
 const daemon::config& config_for(unsigned mode) {
   static const std::array<daemon::config, 3> configs = [] {
     std::array<daemon::config, 3> c;
     const char* modes[] = {"x-forwarded-for", "forwarded", "forwarded-then-x-forwarded-for"};
-    for (int i = 0; i < 3; ++i) c[i] = daemon::parse_config(config_yaml(modes[i]), "fuzz.yaml");
+    for (int i = 0; i < 3; ++i) {
+      c[i] = daemon::parse_config(
+          config_yaml(modes[i]) + "admin: {token_file: " + admin_token_file() + "}\n", "fuzz.yaml");
+    }
     return c;
   }();
   return configs[mode % 3];
