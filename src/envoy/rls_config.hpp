@@ -78,17 +78,23 @@ struct rls_level_index {
 struct rls_descriptor_config {
   std::string key;
   std::string value;  ///< empty: matches any value of `key` (after exact and wildcard)
-  /// A value ending in `*` matches every request value that starts with what precedes it
-  /// (the reference's only wildcard form; `*` alone matches any value).
+  /// A value containing `*` is a pattern: each `*` matches any run of characters (none
+  /// included), anywhere in the value, as the reference's wildcards ("us-*", "*-prod",
+  /// "a*b*c", "*"). Keys are always literal.
   bool wildcard = false;
+  /// The composite the reference keys a level by: "key" or "key_value"; unique per level.
+  std::string composite;
   std::optional<rls_rate_limit> rate_limit;
   bool shadow_mode = false;      ///< decided and counted, but never answers OVER_LIMIT
   bool quota_mode = false;       ///< accepted; see docs/ENVOY.md for what Sluice does with it
   bool detailed_metric = false;  ///< metric key uses the request's values, not the config's
   bool value_to_metric = false;  ///< metric key includes the request's value at this level
   bool share_threshold = false;  ///< wildcard: every matching value shares one bucket
-  /// `metadata:` accepted and kept as flat string pairs (nested values kept as YAML text).
-  std::map<std::string, std::string> metadata;
+  /// `metadata:` as a JSON object ("" when absent): YAML maps become objects, lists arrays,
+  /// plain scalars numbers / booleans / null where YAML 1.1 resolves them so, anything else a
+  /// string. The reference sends it to the client (dynamic metadata) when the descriptor is
+  /// within its limit; google::protobuf::util::JsonStringToMessage turns it into a Struct.
+  std::string metadata_json;
   std::vector<rls_descriptor_config> descriptors;
   rls_level_index index;  ///< over `descriptors`
   std::string file;       ///< where it was written, for messages

@@ -56,6 +56,9 @@ struct rls_match {
   /// The reference's stat key ("domain.key_value.key2"), for per-descriptor metrics; set
   /// whenever a limit matched (also unlimited / replaced), empty otherwise.
   std::string metric_key;
+  /// Why the descriptor cannot be decided (e.g. an override with unit UNKNOWN, which the
+  /// reference cannot count either); empty otherwise. matched is false when set.
+  std::string error;
   /// The matched config node; nullptr for no match and for overrides. Points into the
   /// rls_config passed in: valid as long as it is.
   const rls_descriptor_config* config = nullptr;
