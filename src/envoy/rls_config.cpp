@@ -305,9 +305,9 @@ class loader {
 
   // yaml.v2 keeps the last of repeated keys when decoding into a struct.
   static YAML::Node field(const YAML::Node& map, std::string_view name) {
-    YAML::Node found;
+    YAML::Node found(YAML::NodeType::Undefined);  // absent unless seen
     for (const auto& kv : map) {
-      if (kv.first.IsScalar() && kv.first.Scalar() == name) found = kv.second;
+      if (kv.first.IsScalar() && kv.first.Scalar() == name) found.reset(kv.second);
     }
     return found;
   }
@@ -363,8 +363,13 @@ class loader {
     YAML::Node domain_node = root;
     if (root.IsDefined() && root.IsMap()) {
       domain = string_field(root, "domain");
-      if (const YAML::Node d = field(root, "domain"); d.IsDefined()) domain_node = d;
+      if (const YAML::Node d = field(root, "domain"); d.IsDefined()) domain_node.reset(d);
       descriptors = list_field(root, "descriptors", "descriptors");
+    }
+    for (const char* misplaced : {"algorithm", "burst"}) {
+      if (const YAML::Node v = field(root, misplaced); root.IsMap() && v.IsDefined()) {
+        fail(v, std::string(misplaced) + ": belongs inside a descriptor's rate_limit");
+      }
     }
     const int domain_line = std::max(line_of(domain_node), 1);
     if (domain.empty()) fail_at(domain_line, "config file cannot have empty domain");
@@ -554,6 +559,23 @@ class loader {
     return p;
   }
 
+  // The reference turns metadata keys into strings with Go's %v after yaml.v2 resolved
+  // them: `on:` becomes "true", `0x10:` "16", `~:` "<nil>".
+  static std::string metadata_key(const YAML::Node& k) {
+    if (!k.IsScalar()) return show(k);
+    switch (kind_of(k)) {
+      case scalar_kind::null:
+        return "<nil>";
+      case scalar_kind::boolean:
+        return (k.Tag() == "?" ? in(k.Scalar(), true_words) : k.as<bool>()) ? "true" : "false";
+      case scalar_kind::integer:
+        if (const auto v = parse_go_int(k.Scalar())) return std::to_string(*v);
+        return k.Scalar();
+      default:
+        return k.Scalar();
+    }
+  }
+
   void to_json(const YAML::Node& n, std::string& out, int depth) const {
     check_depth(n, depth);
     if (n.IsMap()) {
@@ -562,7 +584,7 @@ class loader {
       for (const auto& kv : n) {
         if (!first) out += ',';
         first = false;
-        json_string(out, kv.first.IsScalar() ? kv.first.Scalar() : show(kv.first));
+        json_string(out, metadata_key(kv.first));
         out += ':';
         to_json(kv.second, out, depth + 1);
       }

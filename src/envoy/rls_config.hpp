@@ -68,7 +68,7 @@ struct rls_descriptor_config;
 struct rls_level_index {
   struct by_key {
     std::map<std::string, std::size_t, std::less<>> values;  ///< exact values (and `a*` as text)
-    std::vector<std::size_t> wildcards;                      ///< values ending in `*`, in order
+    std::vector<std::size_t> wildcards;                      ///< values with a `*`, config order
     std::optional<std::size_t> key_only;                     ///< no `value:`
   };
   std::map<std::string, by_key, std::less<>> keys;
