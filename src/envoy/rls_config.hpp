@@ -7,6 +7,25 @@
 /// the same files are refused, and every refusal names the file and the line. Sluice adds two
 /// keys inside `rate_limit`: `algorithm` (default fixed_window, what the reference counts) and
 /// `burst` (token_bucket / gcra only; the bucket's capacity, default requests_per_unit).
+/// A bucket refills requests_per_unit per unit; a window counts requests_per_unit per unit.
+///
+/// As the reference: a key it knows is accepted at any level and ignored where it has no
+/// meaning (it checks names, not places); a repeated key keeps the last value (yaml.v2); a
+/// scalar is read as YAML 1.1 resolves it (`yes` is true, `1.5` is a float, which the
+/// reference refuses as a leaf); one file per domain unless merge_domains (the reference's
+/// MERGE_DOMAIN_CONFIG), and a duplicate key/value at one level is refused across merged
+/// files too. Where Sluice differs, on purpose:
+///  - every error has a line, and the first error in document order is reported (the
+///    reference walks Go maps, in random order);
+///  - keys are literal and `*` is a wildcard in values only (the reference globs over
+///    "key_value", so its `a` + `*` also matches a request key `a_b`), and a level is looked
+///    up by key and value apart (the reference's "key_value" lookup would let key `a_b`,
+///    value `c` answer a request for key `a`, value `b_c`);
+///  - requests_per_unit above sluice::max_capacity (10^9) counts 10^9 per unit with the
+///    default fixed window (the reference's uint32 goes to 4.29 * 10^9); with an explicit
+///    algorithm it is refused;
+///  - a directory is read one level deep, skipping names that start with '.' (Kubernetes'
+///    ConfigMap "..data" links).
 ///
 /// Thread-safety: a loaded rls_config is immutable; share it (e.g. shared_ptr<const>) between
 /// threads freely.
