@@ -104,8 +104,10 @@ struct rls_descriptor_config {
   /// The composite the reference keys a level by: "key" or "key_value"; unique per level.
   std::string composite;
   std::optional<rls_rate_limit> rate_limit;
-  bool shadow_mode = false;      ///< decided and counted, but never answers OVER_LIMIT
-  bool quota_mode = false;       ///< accepted; see docs/ENVOY.md for what Sluice does with it
+  bool shadow_mode = false;  ///< decided and counted, but never answers OVER_LIMIT
+  /// A soft limit (the reference's quota mode): over it the answer stays OK and the
+  /// response's metadata says which descriptors exceeded; the service decides that.
+  bool quota_mode = false;
   bool detailed_metric = false;  ///< metric key uses the request's values, not the config's
   bool value_to_metric = false;  ///< metric key includes the request's value at this level
   bool share_threshold = false;  ///< wildcard: every matching value shares one bucket

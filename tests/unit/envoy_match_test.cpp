@@ -278,6 +278,70 @@ TEST(EnvoyMatchTest, ShareThresholdGivesEveryMatchingValueOneBucket) {
   EXPECT_NE(match_one({{"path", "/api/a"}}).bucket_key, match_one({{"path", "/api/b"}}).bucket_key);
 }
 
+// share_threshold deeper in the tree, beside detailed_metric and value_to_metric.
+TEST(EnvoyMatchTest, ShareThresholdPatternsTravelDownTheTree) {
+  auto parsed = parse_rls_config({{"share.yaml", R"(domain: s
+descriptors:
+  - key: user
+    value: u-*
+    share_threshold: true
+    descriptors:
+      - key: res
+        value: r*x
+        share_threshold: true
+        descriptors:
+          - key: verb
+            rate_limit: {unit: second, requests_per_unit: 1}
+  - key: svc
+    value: svc/*
+    share_threshold: true
+    descriptors:
+      - key: endpoint
+        detailed_metric: true
+        rate_limit: {unit: second, requests_per_unit: 2}
+  - key: route
+    value: api/*
+    share_threshold: true
+    value_to_metric: true
+    rate_limit: {unit: second, requests_per_unit: 3}
+  - key: file
+    value: test1
+    rate_limit: {unit: second, requests_per_unit: 4}
+  - key: file
+    value: test*
+    share_threshold: true
+    rate_limit: {unit: second, requests_per_unit: 5}
+)"}});
+  ASSERT_TRUE(std::holds_alternative<rls_config>(parsed));
+  const auto& c = std::get<rls_config>(parsed);
+  const auto one = [&](std::vector<rls_entry> entries) {
+    return match_descriptors(c, "s", std::vector<rls_descriptor>{desc(std::move(entries))})[0];
+  };
+
+  auto m = one({{"user", "u-1"}, {"res", "r-9-x"}, {"verb", "GET"}});
+  EXPECT_EQ(m.requests_per_unit, 1u);
+  EXPECT_EQ(m.bucket_key, "rls:{s}:user=u-*:res=r*x:verb=GET:fixed_window:1000");
+  EXPECT_EQ(m.metric_key, "s.user_u-*.res_r*x.verb");
+  EXPECT_EQ(one({{"user", "u-2"}, {"res", "rx"}, {"verb", "GET"}}).bucket_key, m.bucket_key);
+
+  m = one({{"svc", "svc/a"}, {"endpoint", "e1"}});
+  EXPECT_EQ(m.requests_per_unit, 2u);
+  EXPECT_EQ(m.metric_key, "s.svc_svc/*.endpoint_e1");
+  EXPECT_EQ(m.bucket_key, "rls:{s}:svc=svc/*:endpoint=e1:fixed_window:1000");
+  EXPECT_EQ(one({{"svc", "svc/b"}, {"endpoint", ""}}).metric_key, "s.svc_svc/*.endpoint");
+
+  m = one({{"route", "api/users"}});  // share_threshold wins over value_to_metric
+  EXPECT_EQ(m.metric_key, "s.route_api/*");
+  EXPECT_EQ(m.bucket_key, "rls:{s}:route=api/*:fixed_window:1000");
+
+  m = one({{"file", "test1"}});  // an exact value beats the shared wildcard
+  EXPECT_EQ(m.requests_per_unit, 4u);
+  EXPECT_EQ(m.bucket_key, "rls:{s}:file=test1:fixed_window:1000");
+  m = one({{"file", "test2"}});
+  EXPECT_EQ(m.requests_per_unit, 5u);
+  EXPECT_EQ(m.bucket_key, "rls:{s}:file=test*:fixed_window:1000");
+}
+
 TEST(EnvoyMatchTest, MetricKeysFollowDetailedMetricAndValueToMetric) {
   EXPECT_EQ(match_one({{"team", "x-42"}}).metric_key, "test.team_x-42");  // wildcard + value
   EXPECT_EQ(match_one({{"detailed", "foo"}}).metric_key, "test.detailed_foo");
