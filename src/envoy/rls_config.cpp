@@ -249,6 +249,28 @@ class loader {
     fail_at(line_of(at), std::move(message));
   }
 
+  static bool is_merge_key(const YAML::Node& k) {
+    return k.IsScalar() && k.Tag() == "?" && k.Scalar() == "<<";
+  }
+
+  // The mappings a merge key's value brings in: one mapping, or a list of them.
+  std::vector<YAML::Node> merge_sources(const YAML::Node& v) const {
+    static constexpr const char* wrong =
+        "error loading config file: map merge requires map or sequence of maps as the value";
+    std::vector<YAML::Node> out;
+    if (v.IsMap()) {
+      out.push_back(v);
+    } else if (v.IsSequence()) {
+      for (const auto& e : v) {
+        if (!e.IsMap()) fail(e, wrong);
+        out.push_back(e);
+      }
+    } else {
+      fail(v, wrong);
+    }
+    return out;
+  }
+
   // ---- pass 1: the reference's validateYamlKeys -----------------------------------------
 
   void check_root(const YAML::Node& root) const {
@@ -271,6 +293,12 @@ class loader {
     check_depth(map, depth);
     for (const auto& kv : map) {
       const YAML::Node& k = kv.first;
+      if (is_merge_key(k)) {
+        // `<<: *defaults` (YAML's merge key, which yaml.v2 applies): the merged keys are
+        // checked like the mapping's own.
+        for (const auto& merged : merge_sources(kv.second)) check_map(merged, depth + 1);
+        continue;
+      }
       if (!k.IsScalar() || kind_of(k) != scalar_kind::string) {
         fail(k, "config error, key is not of type string: " + show(k));
       }
@@ -304,10 +332,26 @@ class loader {
   // ---- pass 2: typed reading (yaml.v2, not strict) --------------------------------------
 
   // yaml.v2 keeps the last of repeated keys when decoding into a struct.
+  // A key set in the mapping itself wins over one merged in with `<<`; of several merged
+  // mappings the first that sets it wins (the YAML merge key's rule).
   static YAML::Node field(const YAML::Node& map, std::string_view name) {
     YAML::Node found(YAML::NodeType::Undefined);  // absent unless seen
     for (const auto& kv : map) {
-      if (kv.first.IsScalar() && kv.first.Scalar() == name) found.reset(kv.second);
+      if (!is_merge_key(kv.first) && kv.first.IsScalar() && kv.first.Scalar() == name) {
+        found.reset(kv.second);
+      }
+    }
+    if (found.IsDefined()) return found;
+    for (const auto& kv : map) {
+      if (!is_merge_key(kv.first)) continue;
+      const auto append = [&](const YAML::Node& merged) {
+        if (!found.IsDefined() && merged.IsMap()) found.reset(field(merged, name));
+      };
+      if (kv.second.IsSequence()) {
+        for (const auto& e : kv.second) append(e);
+      } else {
+        append(kv.second);
+      }
     }
     return found;
   }
@@ -579,14 +623,34 @@ class loader {
   void to_json(const YAML::Node& n, std::string& out, int depth) const {
     check_depth(n, depth);
     if (n.IsMap()) {
+      // One member per key: a repeated key keeps its last value (yaml.v2), a merged key
+      // (`<<`) only fills what the mapping does not set itself.
+      std::vector<std::pair<std::string, YAML::Node>> members;
+      const auto put = [&](std::string key, const YAML::Node& v, bool replace) {
+        for (auto& m : members) {
+          if (m.first != key) continue;
+          if (replace) m.second.reset(v);
+          return;
+        }
+        members.emplace_back(std::move(key), v);
+      };
+      for (const auto& kv : n) {
+        if (!is_merge_key(kv.first)) put(metadata_key(kv.first), kv.second, true);
+      }
+      for (const auto& kv : n) {
+        if (!is_merge_key(kv.first)) continue;
+        for (const auto& merged : merge_sources(kv.second)) {
+          for (const auto& m : merged) put(metadata_key(m.first), m.second, false);
+        }
+      }
       out += '{';
       bool first = true;
-      for (const auto& kv : n) {
+      for (const auto& [key, value] : members) {
         if (!first) out += ',';
         first = false;
-        json_string(out, metadata_key(kv.first));
+        json_string(out, key);
         out += ':';
-        to_json(kv.second, out, depth + 1);
+        to_json(value, out, depth + 1);
       }
       out += '}';
     } else if (n.IsSequence()) {

@@ -275,6 +275,31 @@ descriptors:
   EXPECT_EQ(ds[4].value, "2024-01-01");
 }
 
+TEST(EnvoyConfigTest, AnchorsAliasesAndMergeKeysWorkAsInYamlV2) {
+  const rls_config c = load_ok(R"(domain: d
+descriptors:
+  - key: a
+    rate_limit: &base {unit: second, requests_per_unit: 5, name: base}
+  - key: b
+    rate_limit:
+      <<: *base
+      requests_per_unit: 7
+  - key: c
+    <<: [{value: x}, {value: y, shadow_mode: true}]
+    metadata: {<<: {k: 1, j: 2}, k: 3, z: 0, z: 9}
+    rate_limit: *base
+)");
+  const auto& ds = c.find("d")->descriptors;
+  ASSERT_EQ(ds.size(), 3u);
+  EXPECT_EQ(ds[1].rate_limit->unit, rls_unit::second);
+  EXPECT_EQ(ds[1].rate_limit->requests_per_unit, 7u);
+  EXPECT_EQ(ds[1].rate_limit->name, "base");
+  EXPECT_EQ(ds[2].value, "x");  // the first merged mapping that sets it
+  EXPECT_TRUE(ds[2].shadow_mode);
+  EXPECT_EQ(ds[2].rate_limit->requests_per_unit, 5u);
+  EXPECT_EQ(ds[2].metadata_json, R"({"k":3,"z":9,"j":2})");
+}
+
 TEST(EnvoyConfigTest, EmptyDescriptorListsAndNoDescriptorsLoad) {
   const rls_config c =
       load_ok({{"a.yaml", "domain: a\n"}, {"b.yaml", "domain: b\ndescriptors: []\n"}});
@@ -414,6 +439,13 @@ const refusal refusals[] = {
      "domain: d\ndescriptors:\n  - key: a\n    value: b\n    share_threshold: true\n", 3,
      "share_threshold can only be used with wildcard values (containing '*'), but found key "
      "'a_b'"},
+    {"merging a scalar", "domain: d\ndescriptors:\n  - key: a\n    <<: 5\n", 4,
+     "error loading config file: map merge requires map or sequence of maps as the value"},
+    {"merging an unknown key", "domain: d\ndescriptors:\n  - key: a\n    <<: {valeu: 5}\n", 4,
+     "config error, unknown key 'valeu'"},
+    {"an alias inside its own anchor",
+     "domain: d\ndescriptors: &x\n  - key: a\n    descriptors: *x\n", 3,
+     "error loading config file: nested too deeply"},
     // Sluice's extensions.
     {"unknown algorithm",
      "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, "
