@@ -152,12 +152,14 @@ rls_answer rls_decider::job::finish(metrics& m) const {
   return a;
 }
 
-rls_decider::rls_decider(metrics& m)
-    : metrics_(m), completions_(std::make_unique<boost::asio::thread_pool>(2)) {}
+rls_decider::rls_decider(metrics& m) : metrics_(m) {}
 
 rls_decider::~rls_decider() = default;
 
 boost::asio::any_io_executor rls_decider::completion_executor() {
+  // Made on first use: a service that never serves gRPC starts no thread for it.
+  std::call_once(completions_once_,
+                 [this] { completions_ = std::make_unique<boost::asio::thread_pool>(2); });
   return boost::asio::make_strand(completions_->get_executor());
 }
 

@@ -99,6 +99,7 @@ class rls_decider {
   struct job;
   boost::asio::thread_pool& blocking_pool();
   metrics& metrics_;
+  std::once_flag completions_once_;
   std::once_flag blocking_once_;
   // Destroyed first (last member): their jobs use the members above.
   std::unique_ptr<boost::asio::thread_pool> completions_;
