@@ -13,7 +13,11 @@
 #include <boost/beast/http/string_body.hpp>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <array>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 
@@ -27,6 +31,37 @@ namespace {
 namespace bhttp = boost::beast::http;
 using namespace sluice;
 using daemon::http_response;
+
+// The Envoy RLS limits POST /json decides with (envoy_rls.config names a file): written
+// once per process into the temporary directory.
+struct removed_at_exit {
+  std::filesystem::path path;
+  ~removed_at_exit() {
+    std::error_code ignored;
+    std::filesystem::remove(path, ignored);
+  }
+};
+std::string rls_limits_path() {
+  static const removed_at_exit file = [] {
+    const auto p = std::filesystem::temp_directory_path() /
+                   ("sluice-daemon-request-fuzz-" + std::to_string(::getpid()) + ".yaml");
+    std::ofstream(p) << R"(domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: second, requests_per_unit: 2}
+  - key: path
+    value: "/api/*"
+    rate_limit: {unit: minute, requests_per_unit: 1, algorithm: token_bucket, burst: 2}
+  - key: watch
+    shadow_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: user
+    rate_limit: {unlimited: true}
+)";
+    return removed_at_exit{p};
+  }();
+  return file.path.string();
+}
 
 // Rules keyed by ip, header, method, host and path, one of them shadow; the proxies are
 // trusted so that X-Forwarded-For, Forwarded and X-Forwarded-Uri are read. The tight
@@ -46,6 +81,9 @@ rules:
   - {name: api, match: {path_prefix: /api/, hosts: [api.example]}, key: "header:X-API-Key|ip", policy: wide, cost: 3}
   - {name: by-path, key: ip+path, policy: wide}
   - {name: watch, key: "header:X-User-Id+method|host", policy: tight, shadow: true}
+envoy_rls:
+  listen: 127.0.0.1:0
+  config: [)" + rls_limits_path() + R"(]
 )";
 }
 
