@@ -83,7 +83,8 @@ rules:
   - {name: watch, key: "header:X-User-Id+method|host", policy: tight, shadow: true}
 envoy_rls:
   listen: 127.0.0.1:0
-  config: [)" + rls_limits_path() + R"(]
+  config: [)" +
+         rls_limits_path() + R"(]
 )";
 }
 
