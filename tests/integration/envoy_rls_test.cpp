@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/cluster_fixture.hpp"
 #include "support/daemon_http_client.hpp"
 #include "support/daemon_sluiced.hpp"
 #include "support/process_child.hpp"
@@ -211,6 +212,22 @@ TEST(EnvoyRlsTest, MultiDescriptorRequestIsAllOrNothingOnRedis) {
   redis_server redis;
   rls_daemon d(edge_limits, "backend: " + redis.url());
   expect_all_or_nothing(d);
+}
+
+// On Redis Cluster every bucket of a domain carries the domain as its hash tag, so all of a
+// request's limits are on one slot: one atomic step there too, never decided slot by slot.
+TEST(EnvoyRlsTest, MultiDescriptorRequestIsAllOrNothingOnCluster) {
+  REQUIRE_CLIENT();
+  redis_cluster_options o;
+  o.replicas_per_master = 0;
+  redis_cluster cluster(o);
+  rls_daemon d(edge_limits, "backend: " + cluster.url());
+  expect_all_or_nothing(d);
+  auto r = d.call({request({entry("tenant", "a"), entry("remote_address", "b"),
+                            entry("path", "/api/c"), entry("quota", "d")})});
+  EXPECT_EQ(r[0].at("response").at("overall_code"), "OK") << r.dump();
+  const auto text = http_request(d.sluiced().port(), "GET", "/metrics").body;
+  EXPECT_TRUE(has_line(text, "sluice_redis_cluster_cross_slot_total 0")) << text;
 }
 
 TEST(EnvoyRlsTest, HitsAddendPeeksAndOverrides) {
