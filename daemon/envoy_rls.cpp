@@ -75,7 +75,10 @@ struct rls_decider::job {
   std::vector<item_kind> kinds;
   std::vector<decision> decisions;
   std::vector<std::size_t> main_items;  // indexes of the `main` items, in request order
-  std::size_t pending = 0;              // asynchronous parts not yet back (Redis)
+  // The asynchronous parts (Redis) complete on threads of the backend's choosing: what they
+  // write is guarded, and the last one to come back answers.
+  std::mutex mu;
+  std::size_t pending = 0;  // asynchronous parts not yet back
   handler done;
 
   policy policy_of(std::size_t i) const {
@@ -257,21 +260,27 @@ void rls_decider::decide(std::shared_ptr<const runtime> rt, rls_request req,
     return j->done(j->finish(metrics_));
   }
 
-  // Redis: every part asynchronous, each completing on `ex` (one at a time there).
+  // Redis: every part asynchronous; the answer is made on `ex`.
   j->pending = (items.empty() ? 0 : 1);
   for (std::size_t i = 0; i < n; ++i) {
     if (j->kinds[i] == item_kind::shadow || j->kinds[i] == item_kind::peek) ++j->pending;
   }
   if (j->pending == 0) return j->done(j->finish(metrics_));
-  auto one_done = [this, j] {
-    if (--j->pending == 0) j->done(j->finish(metrics_));
+  // Called with j->mu held by the part that came back; the answer goes out on `ex`.
+  auto one_done = [this, j, ex] {
+    if (--j->pending != 0) return;
+    boost::asio::post(ex, [this, j] { j->done(j->finish(metrics_)); });
   };
   // Hold the count up while the parts start: a part completing during the loop must not
-  // finish the job early.
-  ++j->pending;
+  // finish the job early. (The loop below only reads what the parts do not write.)
+  {
+    std::lock_guard lock(j->mu);
+    ++j->pending;
+  }
   if (!items.empty()) {
     lim.async_check_all(items, boost::asio::bind_executor(
                                    ex, [j, one_done](std::error_code, std::vector<decision> ds) {
+                                     std::lock_guard lock(j->mu);
                                      for (std::size_t k = 0; k < ds.size(); ++k)
                                        j->decisions[j->main_items[k]] = ds[k];
                                      one_done();
@@ -281,22 +290,23 @@ void rls_decider::decide(std::shared_ptr<const runtime> rt, rls_request req,
     if (j->kinds[i] == item_kind::shadow) {
       lim.async_check(j->matches[i].bucket_key, j->policy_of(i), j->hits[i],
                       boost::asio::bind_executor(ex, [j, i, one_done](std::error_code, decision d) {
+                        std::lock_guard lock(j->mu);
                         j->decisions[i] = d;
                         one_done();
                       }));
     } else if (j->kinds[i] == item_kind::peek) {
       // limiter::peek blocks for a round trip: on a thread of its own, then back to `ex`.
-      boost::asio::post(blocking_pool(), [j, i, ex, one_done, &lim] {
+      boost::asio::post(blocking_pool(), [j, i, one_done, &lim] {
         std::error_code ec;
         const auto d = lim.peek(j->matches[i].bucket_key, j->policy_of(i), j->peek_cost(i), ec);
-        boost::asio::post(ex, [j, i, d, one_done] {
-          j->decisions[i] = d;
-          one_done();
-        });
+        std::lock_guard lock(j->mu);
+        j->decisions[i] = d;
+        one_done();
       });
     }
   }
-  boost::asio::post(ex, one_done);
+  std::lock_guard lock(j->mu);
+  one_done();
 }
 
 rls_request from_proto(const pb::RateLimitRequest& m) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -365,13 +366,16 @@ TEST(EnvoyRlsTest, ReloadAppliesNewLimitsAndAnInvalidSetKeepsTheOld) {
   EXPECT_EQ(remaining(kept.at("response").at("statuses").at(0)), 1u);
 }
 
-TEST(EnvoyRlsTest, HealthServiceAnswersServing) {
+TEST(EnvoyRlsTest, HealthServiceAnswersServingAndSigtermExitsCleanly) {
   REQUIRE_CLIENT();
   rls_daemon d(edge_limits, "backend: memory");
   EXPECT_EQ(d.client({"health"}).at("status"), "SERVING");
   EXPECT_EQ(d.client({"health", "envoy.service.ratelimit.v3.RateLimitService"}).at("status"),
             "SERVING");
   EXPECT_EQ(d.client({"health", "no.such.Service"}).at("code"), "NOT_FOUND");
+  // SIGTERM ends the gRPC listener with the rest: a clean exit, promptly.
+  d.sluiced().process().signal(SIGTERM);
+  EXPECT_EQ(d.sluiced().process().wait(std::chrono::seconds{10}), 0);
 }
 
 TEST(EnvoyRlsTest, InvalidRequestsAreRefusedAsTheReferenceRefusesThem) {
