@@ -10,11 +10,15 @@ run it against sluiced and read one JSON document from its stdout.
   rls_client.py ... concurrent --clients 50 --calls 20 REQUEST_JSON
       every client on its own channel, started together, makes --calls calls; prints
       {"OK": n, "OVER_LIMIT": n, "errors": {status: n}, "max_ms": float}
+  rls_client.py ... garbage --count N --seed S
+      N ShouldRateLimit calls whose bodies are random bytes or mutated valid requests;
+      prints {"codes": {status: n}}
   rls_client.py ... health [SERVICE]
       grpc.health.v1.Health/Check; prints {"code": ..., "status": "SERVING"|...}
 """
 import argparse
 import json
+import random
 import sys
 import threading
 import time
@@ -82,6 +86,9 @@ def main():
     k.add_argument("--clients", type=int, default=50)
     k.add_argument("--calls", type=int, default=10)
     k.add_argument("request")
+    g = sub.add_parser("garbage")
+    g.add_argument("--count", type=int, default=500)
+    g.add_argument("--seed", type=int, default=1)
     h = sub.add_parser("health")
     h.add_argument("service", nargs="?", default="")
     args = ap.parse_args()
@@ -122,6 +129,41 @@ def main():
         for t in threads:
             t.join()
         out = counts
+    elif args.mode == "garbage":
+        rng = random.Random(args.seed)
+        valid = rls_pb2.RateLimitRequest(domain="edge", hits_addend=2)
+        d = valid.descriptors.add()
+        e = d.entries.add()
+        e.key, e.value = "remote_address", "10.0.0.1"
+        d.hits_addend.value = 1
+        d.limit.requests_per_unit = 3
+        seed_bytes = valid.SerializeToString()
+        codes = {}
+        with grpc.insecure_channel(args.target) as ch:
+            call = ch.unary_unary(METHOD, request_serializer=lambda b: b,
+                                  response_deserializer=lambda b: b)
+            for i in range(args.count):
+                if i % 2:
+                    body = bytes(rng.randrange(256) for _ in range(rng.randrange(64)))
+                else:
+                    body = bytearray(seed_bytes)
+                    for _ in range(rng.randrange(1, 6)):
+                        op = rng.randrange(3)
+                        pos = rng.randrange(len(body) + 1)
+                        if op == 0 and body:
+                            body[min(pos, len(body) - 1)] = rng.randrange(256)
+                        elif op == 1:
+                            body[pos:pos] = bytes([rng.randrange(256)])
+                        elif body:
+                            del body[min(pos, len(body) - 1)]
+                    body = bytes(body)
+                try:
+                    call(body, timeout=timeout)
+                    name = "OK"
+                except grpc.RpcError as err:
+                    name = err.code().name
+                codes[name] = codes.get(name, 0) + 1
+        out = {"codes": codes}
     else:
         with grpc.insecure_channel(args.target) as ch:
             call = ch.unary_unary(HEALTH, request_serializer=lambda b: b,
