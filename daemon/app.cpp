@@ -17,6 +17,8 @@
 
 #include <sluice/version.hpp>
 
+#include "envoy/rls_config.hpp"
+#include "envoy_rls_server.hpp"
 #include "safe_log.hpp"
 #include "sd_notify.hpp"
 #include "server.hpp"
@@ -191,6 +193,32 @@ int run(app_options opts) {
                                             : bound.address().to_string();
   spdlog::info("sluiced listening on {}:{} ({} threads, backend {}, config {})", host, bound.port(),
                threads, redacted_url(cfg.backend), cfg.source);
+  // Envoy's rate limit service on its own gRPC listener, when the config has envoy_rls.
+  std::unique_ptr<rls_server> rls;
+  if (cfg.envoy_rls.enabled()) {
+    rls = std::make_unique<rls_server>(*svc);
+    try {
+      const auto port = rls->start(cfg.envoy_rls.listen_host, cfg.envoy_rls.listen_port);
+      auto shown = cfg.envoy_rls;
+      shown.listen_port = port;
+      spdlog::info(
+          "envoy_rls: ShouldRateLimit (gRPC) listening on {} ({} domains, on backend "
+          "failure: {})",
+          shown.listen(), cfg.envoy_rls.limits->domains.size(),
+          to_string(cfg.envoy_rls.on_backend_failure));
+    } catch (const std::exception& e) {
+      spdlog::critical("cannot listen on {} (envoy_rls): {}", cfg.envoy_rls.listen(), e.what());
+      return 1;
+    }
+  }
+  // gRPC's Shutdown blocks until its calls are done: on a thread of its own, so that the
+  // server threads keep completing the calls in flight meanwhile.
+  std::thread rls_stopper;
+  auto stop_rls = [&](std::chrono::milliseconds deadline) {
+    if (rls && !rls_stopper.joinable()) {
+      rls_stopper = std::thread([&rls, deadline] { rls->shutdown(deadline); });
+    }
+  };
   if (opts.config_path.empty()) {
     auto shown = cfg;
     shown.listen_port = bound.port();
@@ -216,12 +244,14 @@ int run(app_options opts) {
           stopping = true;
           notify_service_manager("STOPPING=1");
           spdlog::info("signal {}: draining in-flight requests", sig);
+          stop_rls(svc->current()->cfg.limits.shutdown_timeout);
           srv->drain(svc->current()->cfg.limits.shutdown_timeout, [&stop_all] {
             spdlog::info("drained; exiting");
             stop_all();
           });
         } else {
           spdlog::warn("second signal {}: exiting now", sig);
+          stop_rls(std::chrono::milliseconds{0});
           stop_all();
           return;
         }
@@ -241,6 +271,10 @@ int run(app_options opts) {
   }
   run_guarded(ioc, *srv);
   for (auto& t : pool) t.join();
+  // The gRPC calls may complete on the server threads' executors no more: end them now.
+  stop_rls(std::chrono::milliseconds{0});
+  if (rls_stopper.joinable()) rls_stopper.join();
+  rls.reset();
   // Handlers still queued (after a forced stop) hold runtimes, and a runtime holds the
   // backends of every thread, whose connections live on these io_contexts: destroy the
   // handlers while every io_context still exists, then the service, then the contexts.

@@ -1,6 +1,7 @@
 #include "config.hpp"
 
 #include "admin.hpp"
+#include "envoy/rls_config.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -344,6 +345,57 @@ void parse_admin(const reader& r, const YAML::Node& n, admin_config& out) {
   out.token = std::move(*token);
 }
 
+rls_failure_mode rls_mode(const reader& r, const YAML::Node& n, const std::string& field) {
+  const auto s = r.scalar(n, field);
+  for (auto m : {rls_failure_mode::unavailable, rls_failure_mode::open, rls_failure_mode::closed,
+                 rls_failure_mode::local}) {
+    if (s == to_string(m)) return m;
+  }
+  r.fail(n, field, "must be unavailable, open, closed or local, got \"" + s + "\"");
+}
+
+// `envoy_rls:`: the listener, and the limits loaded now from the files it names, so that an
+// error in them is a config error (exit 2, --check-config, a refused reload) like any other.
+void parse_envoy_rls(const reader& r, const YAML::Node& n, envoy_rls_config& out) {
+  r.expect_map(n, "envoy_rls");
+  r.only_keys(n, "envoy_rls", {"listen", "config", "on_backend_failure", "merge_domains"});
+  if (auto l = n["listen"]) {
+    config tmp;
+    try {
+      parse_listen(r.string(l, "envoy_rls.listen"), tmp);
+    } catch (const std::invalid_argument& e) {
+      r.fail(l, "envoy_rls.listen", e.what());
+    }
+    out.listen_host = tmp.listen_host;
+    out.listen_port = tmp.listen_port;
+  }
+  auto files = n["config"];
+  if (!files)
+    r.fail(n, "envoy_rls.config",
+           "is required (files, or directories of *.yaml files, in the reference service's "
+           "format)");
+  if (files.IsScalar()) {
+    out.config.push_back(r.string(files, "envoy_rls.config"));
+  } else {
+    out.config = r.strings(files, "envoy_rls.config");
+    if (out.config.empty()) r.fail(files, "envoy_rls.config", "names no file or directory");
+  }
+  if (auto m = n["on_backend_failure"])
+    out.on_backend_failure = rls_mode(r, m, "envoy_rls.on_backend_failure");
+  if (auto m = n["merge_domains"]) out.merge_domains = r.boolean(m, "envoy_rls.merge_domains");
+  std::vector<std::string> paths;
+  for (const auto& p : out.config) paths.push_back(resolve_beside(r.source(), p));
+  envoy::rls_load_options opts;
+  opts.merge_domains = out.merge_domains;
+  auto loaded = envoy::load_rls_config(paths, opts);
+  if (auto* e = std::get_if<envoy::rls_config_error>(&loaded)) {
+    // FILE:LINE of the limits file itself; the field says which section named it.
+    throw config_error(e->file, e->line, "envoy_rls.config", e->message);
+  }
+  out.limits =
+      std::make_shared<const envoy::rls_config>(std::move(std::get<envoy::rls_config>(loaded)));
+}
+
 config parse_root(const reader& r, const YAML::Node& root) {
   config c;
   c.source = r.source();
@@ -352,10 +404,26 @@ config parse_root(const reader& r, const YAML::Node& root) {
   r.expect_map(root, "");
   r.no_duplicate_keys(root, "");
   r.only_keys(root, "",
-              {"listen", "threads", "log_level", "backend", "key_prefix", "on_backend_failure",
-               "backend_timeout_ms", "backend_connect_timeout_ms", "redis_connections",
-               "memory_max_keys", "deny_status", "trusted_proxies", "forwarded_header",
-               "ipv6_prefix", "ipv4_prefix", "policies", "rules", "limits", "admin"});
+              {"listen",
+               "threads",
+               "log_level",
+               "backend",
+               "key_prefix",
+               "on_backend_failure",
+               "backend_timeout_ms",
+               "backend_connect_timeout_ms",
+               "redis_connections",
+               "memory_max_keys",
+               "deny_status",
+               "trusted_proxies",
+               "forwarded_header",
+               "ipv6_prefix",
+               "ipv4_prefix",
+               "policies",
+               "rules",
+               "limits",
+               "admin",
+               "envoy_rls"});
 
   if (auto n = root["listen"]) {
     try {
@@ -456,6 +524,7 @@ config parse_root(const reader& r, const YAML::Node& root) {
   }
 
   if (auto n = root["admin"]) parse_admin(r, n, c.admin);
+  if (auto n = root["envoy_rls"]) parse_envoy_rls(r, n, c.envoy_rls);
 
   auto pols = root["policies"];
   if (!pols) r.fail(root, "policies", "is required (at least one policy)");
@@ -503,6 +572,27 @@ config_error::config_error(std::string file, int line, std::string field, std::s
       line_(line),
       field_(std::move(field)),
       message_(std::move(message)) {}
+
+std::string_view to_string(rls_failure_mode m) noexcept {
+  switch (m) {
+    case rls_failure_mode::unavailable:
+      return "unavailable";
+    case rls_failure_mode::open:
+      return "open";
+    case rls_failure_mode::closed:
+      return "closed";
+    case rls_failure_mode::local:
+      return "local";
+  }
+  return "unavailable";
+}
+
+std::string envoy_rls_config::listen() const {
+  if (listen_host.find(':') != std::string::npos) {
+    return "[" + listen_host + "]:" + std::to_string(listen_port);
+  }
+  return listen_host + ":" + std::to_string(listen_port);
+}
 
 std::string config::listen() const {
   if (listen_host.find(':') != std::string::npos) {

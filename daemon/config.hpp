@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -15,7 +16,45 @@
 #include <sluice/http/rules.hpp>
 #include <sluice/policy.hpp>
 
+namespace sluice::envoy {
+struct rls_config;
+}
+
 namespace sluice::daemon {
+
+/// What a ShouldRateLimit call answers when the backend fails (`envoy_rls.on_backend_failure`).
+enum class rls_failure_mode {
+  /// gRPC UNAVAILABLE (HTTP 503 for POST /json): Envoy then applies its own
+  /// `failure_mode_deny` (allow by default, deny when set).
+  unavailable,
+  open,    ///< every limit allows (OK), as the failure mode `open` of a policy
+  closed,  ///< every limit denies (OVER_LIMIT)
+  local,   ///< decided by this process's memory backend
+};
+
+/// `unavailable`, `open`, `closed` or `local`.
+std::string_view to_string(rls_failure_mode m) noexcept;
+
+/// Envoy's rate limit service (the `envoy_rls:` section): a gRPC listener serving
+/// envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit with limits from config files
+/// in the reference service's format, and POST /json on the HTTP listener. Off unless the
+/// config has the section.
+struct envoy_rls_config {
+  std::string listen_host = "127.0.0.1";
+  std::uint16_t listen_port = 8081;
+  /// As the config wrote them: files, or directories whose *.yaml / *.yml files are read;
+  /// relative paths are relative to the config file's directory.
+  std::vector<std::string> config;
+  rls_failure_mode on_backend_failure = rls_failure_mode::unavailable;
+  /// Several files naming one domain add to it (otherwise a duplicate domain is an error).
+  bool merge_domains = false;
+  /// The limits loaded from `config` (at load and at every reload); null: the section is absent.
+  std::shared_ptr<const envoy::rls_config> limits;
+
+  bool enabled() const noexcept { return limits != nullptr; }
+  /// "host:port", with brackets around an IPv6 host.
+  std::string listen() const;
+};
 
 /// Request-size limits, timeouts and connection bounds of the HTTP server: what one client
 /// can hold of the daemon, whatever it sends.
@@ -70,6 +109,7 @@ struct config {
   std::vector<http::rule> rules;
   limits_config limits;
   admin_config admin;
+  envoy_rls_config envoy_rls;
 
   /// "host:port", with brackets around an IPv6 host.
   std::string listen() const;

@@ -8,9 +8,12 @@
 #include <prometheus/text_serializer.h>
 
 #include <charconv>
+#include <memory>
+#include <mutex>
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include <sluice/error.hpp>
 
@@ -86,6 +89,17 @@ struct metrics::families {
   prometheus::Family<prometheus::Counter>& cluster_refunds;
   prometheus::Family<prometheus::Counter>& sentinel_failovers;
   prometheus::Family<prometheus::Counter>& admin_requests;
+  // Envoy RLS, per domain and descriptor, as the reference service's stats (statsd names
+  // ratelimit.service.rate_limit.<domain>.<descriptor>.<stat> with dots as underscores).
+  prometheus::Family<prometheus::Counter>& rls_total_hits;
+  prometheus::Family<prometheus::Counter>& rls_over_limit;
+  prometheus::Family<prometheus::Counter>& rls_near_limit;
+  prometheus::Family<prometheus::Counter>& rls_within_limit;
+  prometheus::Family<prometheus::Counter>& rls_shadow_mode;
+  prometheus::Family<prometheus::Counter>& rls_redis_error;
+  prometheus::Family<prometheus::Counter>& rls_service_error;
+  prometheus::Family<prometheus::Counter>& rls_calls;
+  prometheus::Family<prometheus::Histogram>& rls_call_latency;
   // Latencies from 100 us (memory, local Redis) to 2.5 s (far beyond any sane timeout).
   const prometheus::Histogram::BucketBoundaries buckets{
       0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
@@ -93,6 +107,18 @@ struct metrics::families {
   series_cache<prometheus::Counter> decision_series{};
   series_cache<prometheus::Counter> request_series{};
   series_cache<prometheus::Histogram> request_latency_series{};
+  struct rls_series {
+    prometheus::Counter* total_hits;
+    prometheus::Counter* over_limit;
+    prometheus::Counter* near_limit;
+    prometheus::Counter* within_limit;
+    prometheus::Counter* shadow_mode;
+  };
+  series_cache<rls_series> rls_descriptor_series{};
+  std::mutex rls_series_mu{};
+  std::vector<std::unique_ptr<rls_series>> rls_series_store{};
+  series_cache<prometheus::Counter> rls_call_series{};
+  series_cache<prometheus::Histogram> rls_call_latency_series{};
   prometheus::Histogram* backend_latency_series = nullptr;
 };
 
@@ -191,6 +217,42 @@ metrics::metrics() : registry_(std::make_shared<prometheus::Registry>()) {
           .Name("sluice_admin_requests_total")
           .Help("Admin endpoint calls (reset, refund, penalize, block) by endpoint and outcome")
           .Register(r),
+      prometheus::BuildCounter()
+          .Name("ratelimit_service_rate_limit_total_hits")
+          .Help("Envoy RLS: hits of each matched limit, by domain and descriptor")
+          .Register(r),
+      prometheus::BuildCounter()
+          .Name("ratelimit_service_rate_limit_over_limit")
+          .Help("Envoy RLS: hits over the limit, by domain and descriptor")
+          .Register(r),
+      prometheus::BuildCounter()
+          .Name("ratelimit_service_rate_limit_near_limit")
+          .Help("Envoy RLS: hits within the limit past 80 % of it, by domain and descriptor")
+          .Register(r),
+      prometheus::BuildCounter()
+          .Name("ratelimit_service_rate_limit_within_limit")
+          .Help("Envoy RLS: hits within the limit, by domain and descriptor")
+          .Register(r),
+      prometheus::BuildCounter()
+          .Name("ratelimit_service_rate_limit_shadow_mode")
+          .Help("Envoy RLS: hits a shadow-mode limit would have denied, by domain and descriptor")
+          .Register(r),
+      prometheus::BuildCounter()
+          .Name("ratelimit_service_call_should_rate_limit_redis_error")
+          .Help("Envoy RLS: calls answered UNAVAILABLE because the backend failed, by domain")
+          .Register(r),
+      prometheus::BuildCounter()
+          .Name("ratelimit_service_call_should_rate_limit_service_error")
+          .Help("Envoy RLS: calls refused as invalid (e.g. an empty domain), by domain")
+          .Register(r),
+      prometheus::BuildCounter()
+          .Name("sluice_rls_calls_total")
+          .Help("Envoy RLS calls answered, by transport (grpc, json) and code")
+          .Register(r),
+      prometheus::BuildHistogram()
+          .Name("sluice_rls_call_duration_seconds")
+          .Help("Envoy RLS: time from a decoded request to its answer, by transport")
+          .Register(r),
   });
   // Present from the start, so dashboards see zeros rather than nothing.
   f_->backend_latency_series = &f_->backend_latency.Add({}, f_->buckets);
@@ -280,6 +342,50 @@ void metrics::admin_request(std::string_view endpoint, std::string_view outcome)
   // Rare (an operator's calls): no series cache.
   f_->admin_requests.Add({{"endpoint", std::string(endpoint)}, {"outcome", std::string(outcome)}})
       .Increment();
+}
+
+void metrics::rls_descriptor(std::string_view domain, std::string_view descriptor,
+                             std::uint64_t hits, bool over, std::uint64_t near, bool shadow) {
+  auto& series =
+      f_->rls_descriptor_series.get(series_key(domain, descriptor), [&]() -> families::rls_series& {
+        const prometheus::Labels labels{{"domain", std::string(domain)},
+                                        {"descriptor", std::string(descriptor)}};
+        auto s = std::make_unique<families::rls_series>(
+            families::rls_series{&f_->rls_total_hits.Add(labels), &f_->rls_over_limit.Add(labels),
+                                 &f_->rls_near_limit.Add(labels), &f_->rls_within_limit.Add(labels),
+                                 &f_->rls_shadow_mode.Add(labels)});
+        std::lock_guard lock(f_->rls_series_mu);
+        f_->rls_series_store.push_back(std::move(s));
+        return *f_->rls_series_store.back();
+      });
+  const auto h = static_cast<double>(hits);
+  series.total_hits->Increment(h);
+  (over ? series.over_limit : series.within_limit)->Increment(h);
+  if (near) series.near_limit->Increment(static_cast<double>(near));
+  if (shadow) series.shadow_mode->Increment(h);
+}
+
+void metrics::rls_error(std::string_view domain, std::string_view kind) {
+  // Rare (a failing backend, a broken client): no series cache.
+  auto& family = kind == "redis_error" ? f_->rls_redis_error : f_->rls_service_error;
+  family.Add({{"domain", std::string(domain)}}).Increment();
+}
+
+void metrics::rls_call(std::string_view transport, std::string_view code,
+                       std::chrono::steady_clock::duration d) {
+  f_->rls_call_series
+      .get(series_key(transport, code),
+           [&]() -> prometheus::Counter& {
+             return f_->rls_calls.Add(
+                 {{"transport", std::string(transport)}, {"code", std::string(code)}});
+           })
+      .Increment();
+  f_->rls_call_latency_series
+      .get(series_key(transport),
+           [&]() -> prometheus::Histogram& {
+             return f_->rls_call_latency.Add({{"transport", std::string(transport)}}, f_->buckets);
+           })
+      .Observe(seconds(d));
 }
 
 void metrics::reload(bool ok) {

@@ -3,6 +3,7 @@
 // prometheus-cpp (Debian prometheus-cpp-dev) keeps the registry and writes the text
 // exposition format; the daemon serves it on GET /metrics itself.
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -57,6 +58,21 @@ class metrics {
   /// An exception caught while serving (`where`: `request` answered 500, `io` in the
   /// server's own code, the connection closed): a bug, never input the daemon rejects.
   void internal_error(std::string_view where);
+
+  /// What one descriptor of an Envoy RLS request (ShouldRateLimit, POST /json) did, under
+  /// the reference service's stat names: `domain`, and `descriptor` the reference's stat key
+  /// of the matched limit ("domain.key_value..."). `hits` counted in total_hits and in one
+  /// of over_limit / within_limit; `near` of the within hits were past 80 % of the limit;
+  /// `shadow`: a shadow-mode limit that would have denied.
+  void rls_descriptor(std::string_view domain, std::string_view descriptor, std::uint64_t hits,
+                      bool over, std::uint64_t near, bool shadow);
+  /// An Envoy RLS request that got no decision: `kind` is `redis_error` (the backend failed
+  /// with the failure mode `unavailable`) or `service_error` (an invalid request).
+  void rls_error(std::string_view domain, std::string_view kind);
+  /// One Envoy RLS call answered: `transport` `grpc` or `json`, `code` the overall code
+  /// (`ok`, `over_limit`) or the error (`unavailable`, `invalid_argument`, `disabled`).
+  void rls_call(std::string_view transport, std::string_view code,
+                std::chrono::steady_clock::duration d);
 
   /// The backend's own counters as of now (before a scrape): its gauges are set, its
   /// counters advance by what they grew since the last call (a backend replaced by a reload

@@ -146,7 +146,9 @@ limiter& runtime::limiter_here() const noexcept {
 }
 
 service::service(config c, std::vector<boost::asio::io_context*> workers)
-    : workers_(std::move(workers)), current_(build(std::move(c), nullptr)) {}
+    : workers_(std::move(workers)),
+      current_(build(std::move(c), nullptr)),
+      rls_(std::make_unique<rls_decider>(metrics_)) {}
 
 std::shared_ptr<const runtime> service::current() const {
   std::lock_guard lock(mu_);
@@ -213,6 +215,12 @@ bool service::reload(const std::string& path, const std::function<void(config&)>
     if (c.listen() != prev->cfg.listen() || c.threads != prev->cfg.threads) {
       spdlog::warn("reload: listen and threads take effect only on restart");
     }
+    if (c.envoy_rls.enabled() != prev->cfg.envoy_rls.enabled() ||
+        (c.envoy_rls.enabled() && c.envoy_rls.listen() != prev->cfg.envoy_rls.listen())) {
+      spdlog::warn(
+          "reload: envoy_rls's gRPC listener (added, removed or its listen) changes only on "
+          "restart; its limits and failure mode apply now");
+    }
     set_daemon_log_level(spdlog::level::from_str(c.log_level));
     apply(std::move(c));
     metrics_.reload(true);
@@ -237,6 +245,7 @@ std::string_view service::endpoint_of(std::string_view target) noexcept {
   if (path == "/metrics") return "metrics";
   if (path == "/healthz") return "healthz";
   if (path == "/readyz") return "readyz";
+  if (path == "/json") return "json";
   return "other";
 }
 
@@ -341,6 +350,11 @@ void service::route(const http_request& req, const std::string& peer,
     // Off unless the config names a token file: then no different from an unknown path.
     if (!rt->cfg.admin.enabled()) return not_found();
     return handle_admin(req, peer, endpoint, *op, std::move(rt), ex, finish);
+  }
+  if (endpoint == "json") {
+    // Only with an envoy_rls section: otherwise no different from an unknown path.
+    if (!rt->cfg.envoy_rls.enabled()) return not_found();
+    return handle_json(req, std::move(rt), ex, finish);
   }
   if (endpoint == "other") return not_found();
   if (!get) {
@@ -723,6 +737,58 @@ http_response service::auth_response(const runtime& rt, std::chrono::steady_cloc
   }
   add_headers(res, r.headers);
   return res;
+}
+
+void service::handle_json(const http_request& req, std::shared_ptr<const runtime> rt,
+                          boost::asio::any_io_executor ex, const responder& done) {
+  const auto version = req.version();
+  if (req.method() != bhttp::verb::post) {
+    auto res = problem_response(405, "method_not_allowed",
+                                "POST a RateLimitRequest as JSON to /json", version);
+    res.set(bhttp::field::allow, "POST");
+    return done(std::move(res));
+  }
+  const auto ctype = sv(req[bhttp::field::content_type]);
+  auto mime = ctype.substr(0, ctype.find(';'));
+  while (!mime.empty() && (mime.back() == ' ' || mime.back() == '\t')) mime.remove_suffix(1);
+  while (!mime.empty() && (mime.front() == ' ' || mime.front() == '\t')) mime.remove_prefix(1);
+  if (!boost::beast::iequals(bsv(mime), "application/json")) {
+    // As /v1/check: no page may spend a client's limits with a form post.
+    return done(problem_response(
+        415, "unsupported_media_type",
+        "Content-Type must be application/json (curl: -H 'Content-Type: application/json')",
+        version));
+  }
+  std::string why;
+  auto parsed = parse_json_request(req.body(), why);
+  if (!parsed) {
+    metrics_.rls_error("", "service_error");
+    metrics_.rls_call("json", "invalid_argument", {});
+    return done(problem_response(400, "invalid_request",
+                                 "the body is not a RateLimitRequest in JSON: " + why, version));
+  }
+  const auto start = steady::now();
+  rls_->decide(std::move(rt), std::move(*parsed), ex, [this, done, version, start](rls_answer a) {
+    done.answer([&] {
+      switch (a.what) {
+        case rls_answer::kind::decided: {
+          const bool over = a.overall == rls_code::over_limit;
+          metrics_.rls_call("json", over ? "over_limit" : "ok", steady::now() - start);
+          // As the reference's /json: 429 when over the limit.
+          return plain(over ? 429 : 200, json_response(a), "application/json", version);
+        }
+        case rls_answer::kind::invalid:
+          metrics_.rls_call("json", "invalid_argument", steady::now() - start);
+          return problem_response(400, "invalid_request", a.why, version);
+        case rls_answer::kind::unavailable:
+          metrics_.rls_call("json", "unavailable", steady::now() - start);
+          return problem_response(503, "backend_error", a.why, version);
+        case rls_answer::kind::disabled:
+          break;
+      }
+      return problem_response(404, "not_found", "no such endpoint: /json", version);
+    });
+  });
 }
 
 void service::handle_ready(const http_request& req, std::shared_ptr<const runtime> rt,

@@ -26,6 +26,7 @@
 
 #include "check_request.hpp"
 #include "config.hpp"
+#include "envoy_rls.hpp"
 #include "log_throttle.hpp"
 #include "metrics.hpp"
 
@@ -93,9 +94,12 @@ class service {
               done_handler done) noexcept;
 
   metrics& stats() noexcept { return metrics_; }
+  /// Envoy RLS decisions (the gRPC listener and POST /json).
+  rls_decider& rls() noexcept { return *rls_; }
 
   /// The endpoint label used in metrics for `target`: `check`, `peek`, `auth`, `reset`,
-  /// `refund`, `penalize`, `block`, `metrics`, `healthz`, `readyz` or `other`.
+  /// `refund`, `penalize`, `block`, `json` (Envoy RLS), `metrics`, `healthz`, `readyz` or
+  /// `other`.
   static std::string_view endpoint_of(std::string_view target) noexcept;
 
   /// The server answered a request to `endpoint` from `peer` itself, before handle() (a body
@@ -187,6 +191,9 @@ class service {
   http_response auth_response(const runtime& rt, std::chrono::steady_clock::time_point start,
                               unsigned version, unsigned deny_status, std::string_view method,
                               std::string_view path, http::evaluation e);
+  /// POST /json: Envoy's ShouldRateLimit as JSON (the reference service's endpoint).
+  void handle_json(const http_request& req, std::shared_ptr<const runtime> rt,
+                   boost::asio::any_io_executor ex, const responder& done);
   void handle_ready(const http_request& req, std::shared_ptr<const runtime> rt,
                     boost::asio::any_io_executor ex, const responder& done);
 
@@ -194,6 +201,7 @@ class service {
   mutable std::mutex mu_;
   std::shared_ptr<const runtime> current_;
   metrics metrics_;
+  std::unique_ptr<rls_decider> rls_;  // after metrics_, which it counts in
   log_throttle internal_errors_log_;
   std::once_flag blocking_once_;
   // Last, so destroyed first: its jobs use the members above. Destroying it abandons the

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <system_error>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -47,8 +48,11 @@ void post_completion(const Executor& ex, F&& f) {
   if constexpr (is_io_context_executor<Executor>::value) {
     ctx = &ex.context();
   } else if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>) {
-    if (const auto* io_ex = ex.template target<boost::asio::io_context::executor_type>()) {
-      ctx = &io_ex->context();
+    // Boost 1.74's any_executor::target<T>() casts whatever it holds to T without checking
+    // (later Boosts return null for another type): a strand, a thread pool's executor would
+    // be taken for an io_context's. Check the type first.
+    if (ex.target_type() == typeid(boost::asio::io_context::executor_type)) {
+      ctx = &ex.template target<boost::asio::io_context::executor_type>()->context();
     }
   }
   if (ctx != nullptr && coalescing_open()) {

@@ -17,8 +17,7 @@
 #include <unistd.h>
 
 #include <array>
-#include <cstdio>
-#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -33,6 +32,37 @@ namespace {
 namespace bhttp = boost::beast::http;
 using namespace sluice;
 using daemon::http_response;
+
+// A file the config names, written once per process into the temporary directory.
+struct removed_at_exit {
+  std::filesystem::path path;
+  ~removed_at_exit() {
+    std::error_code ignored;
+    std::filesystem::remove(path, ignored);
+  }
+};
+// The Envoy RLS limits POST /json decides with (envoy_rls.config names this file).
+std::string rls_limits_path() {
+  static const removed_at_exit file = [] {
+    const auto p = std::filesystem::temp_directory_path() /
+                   ("sluice-daemon-request-fuzz-" + std::to_string(::getpid()) + ".yaml");
+    std::ofstream(p) << R"(domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: second, requests_per_unit: 2}
+  - key: path
+    value: "/api/*"
+    rate_limit: {unit: minute, requests_per_unit: 1, algorithm: token_bucket, burst: 2}
+  - key: watch
+    shadow_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: user
+    rate_limit: {unlimited: true}
+)";
+    return removed_at_exit{p};
+  }();
+  return file.path.string();
+}
 
 // Rules keyed by ip, header, method, host and path, one of them shadow; the proxies are
 // trusted so that X-Forwarded-For, Forwarded and X-Forwarded-Uri are read. The tight
@@ -52,24 +82,25 @@ rules:
   - {name: api, match: {path_prefix: /api/, hosts: [api.example]}, key: "header:X-API-Key|ip", policy: wide, cost: 3}
   - {name: by-path, key: ip+path, policy: wide}
   - {name: watch, key: "header:X-User-Id+method|host", policy: tight, shadow: true}
+envoy_rls:
+  listen: 127.0.0.1:0
+  config: [)" +
+         rls_limits_path() + R"(]
 )";
 }
 
 // The admin endpoints are on, with the token the corpus' admin_* seeds send: the config
 // names a file, written once per process and removed at exit.
 constexpr std::string_view admin_token = "s3cr3t-admin-token-0123456789";
-void remove_admin_token_file();
-const std::string& admin_token_file() {
-  static const std::string path = [] {
-    std::string p = "/tmp/sluice-fuzz-admin-token-" + std::to_string(::getpid());
+std::string admin_token_file() {
+  static const removed_at_exit file = [] {
+    const auto p = std::filesystem::temp_directory_path() /
+                   ("sluice-fuzz-admin-token-" + std::to_string(::getpid()));
     std::ofstream(p, std::ios::binary | std::ios::trunc) << admin_token << "\n";
-    return p;
+    return removed_at_exit{p};
   }();
-  // Registered after `path` is made, so it runs before `path` is destroyed.
-  [[maybe_unused]] static const bool cleanup = std::atexit(remove_admin_token_file) == 0;
-  return path;
+  return file.path.string();
 }
-void remove_admin_token_file() { std::remove(admin_token_file().c_str()); }
 
 // The config of each forwarded_header mode, parsed once.
 const daemon::config& config_for(unsigned mode) {

@@ -1,0 +1,375 @@
+#include "envoy_rls.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <span>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+
+#include <google/protobuf/util/json_util.h>
+
+#include <sluice/limiter.hpp>
+
+#include "envoy/service/ratelimit/v3/rls.pb.h"
+#include "metrics.hpp"
+#include "service.hpp"
+
+namespace sluice::daemon {
+namespace {
+
+namespace pb = ::envoy::service::ratelimit::v3;
+
+// The reference counts a hit as "near the limit" past this share of it (NEAR_LIMIT_RATIO).
+constexpr double near_limit_ratio = 0.8;
+
+enum class item_kind : std::uint8_t {
+  none,    // no limit applies: OK without asking anyone
+  over,    // over before asking: a limit of 0, or more hits than the limit holds
+  main,    // a non-shadow limit that spends: decided with the others in one check_all
+  shadow,  // a shadow-mode limit that spends: decided on its own
+  peek,    // hits 0 (or the request is denied already): looked at, nothing spent
+};
+
+// `unavailable` has no counterpart among the library's failure modes: its limits deny
+// (closed, so nothing is admitted by accident) and a degraded decision turns the whole
+// answer into UNAVAILABLE.
+failure_mode library_mode(rls_failure_mode m) {
+  switch (m) {
+    case rls_failure_mode::open:
+      return failure_mode::open;
+    case rls_failure_mode::local:
+      return failure_mode::local;
+    case rls_failure_mode::closed:
+    case rls_failure_mode::unavailable:
+      break;
+  }
+  return failure_mode::closed;
+}
+
+std::uint32_t clamp32(std::uint64_t v) {
+  return static_cast<std::uint32_t>(
+      std::min<std::uint64_t>(v, std::numeric_limits<std::uint32_t>::max()));
+}
+
+// Time until the window of a limit counted with no backend (a 0 limit) starts again, as the
+// reference's CalculateReset: windows aligned to the Unix epoch.
+std::chrono::milliseconds until_window_end(std::chrono::milliseconds window) {
+  if (window.count() <= 0) return std::chrono::milliseconds{0};
+  const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::system_clock::now().time_since_epoch());
+  return window - now % window;
+}
+
+}  // namespace
+
+struct rls_decider::job {
+  std::shared_ptr<const runtime> rt;
+  rls_request req;
+  rls_failure_mode mode = rls_failure_mode::unavailable;
+  std::vector<envoy::rls_match> matches;
+  std::vector<std::uint64_t> hits;
+  std::vector<item_kind> kinds;
+  std::vector<decision> decisions;
+  std::vector<std::size_t> main_items;  // indexes of the `main` items, in request order
+  // The asynchronous parts (Redis) complete on threads of the backend's choosing: what they
+  // write is guarded, and the last one to come back answers.
+  std::mutex mu;
+  std::size_t pending = 0;  // asynchronous parts not yet back
+  handler done;
+
+  policy policy_of(std::size_t i) const {
+    auto p = matches[i].policy;
+    p.on_failure = library_mode(mode);
+    return p;
+  }
+  std::uint64_t peek_cost(std::size_t i) const { return std::max<std::uint64_t>(1, hits[i]); }
+
+  rls_answer finish(metrics& m) const;
+};
+
+rls_answer rls_decider::job::finish(metrics& m) const {
+  rls_answer a;
+  const auto n = matches.size();
+  a.statuses.resize(n);
+  // A degraded decision under `unavailable`: the backend failed, no limit is answered.
+  for (std::size_t i = 0; i < n; ++i) {
+    if ((kinds[i] == item_kind::main || kinds[i] == item_kind::shadow ||
+         kinds[i] == item_kind::peek) &&
+        decisions[i].degraded) {
+      m.backend_error(decisions[i].backend_error);
+      if (mode == rls_failure_mode::unavailable) {
+        m.rls_error(req.domain, "redis_error");
+        a.what = rls_answer::kind::unavailable;
+        a.why = "the backend failed (" + decisions[i].backend_error.message() + ")";
+        a.statuses.clear();
+        return a;
+      }
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& match = matches[i];
+    auto& st = a.statuses[i];
+    st.code = rls_code::ok;
+    if (kinds[i] == item_kind::none) {
+      // The reference: an unlimited descriptor has all the room there is; no match, none.
+      if (match.unlimited) st.limit_remaining = std::numeric_limits<std::uint32_t>::max();
+      continue;
+    }
+    st.has_limit = true;
+    st.name = match.name;
+    st.requests_per_unit = match.requests_per_unit;
+    st.unit = match.unit;
+    bool over = false;
+    std::uint64_t remaining = 0;
+    if (kinds[i] == item_kind::over) {
+      over = true;
+      st.until_reset = until_window_end(envoy::unit_window(match.unit));
+    } else {
+      const auto& d = decisions[i];
+      // A peek of hits 0 looks only: the reference adds nothing, so it is never over.
+      over = !d.allowed && hits[i] > 0;
+      remaining = over ? 0 : d.remaining;
+      st.until_reset = over && d.retry_after.count() > 0 ? d.retry_after : d.reset_after;
+    }
+    st.limit_remaining = clamp32(remaining);
+    const bool shadow = match.shadow_mode;
+    if (over && !shadow) {
+      st.code = rls_code::over_limit;
+      a.overall = rls_code::over_limit;
+    }
+    if (hits[i] == 0) continue;  // nothing counted, as in the reference
+    std::uint64_t near = 0;
+    if (!over && kinds[i] != item_kind::over) {
+      const auto limit = limit_of(match.policy);
+      const auto used = limit - std::min(limit, remaining);
+      const auto threshold =
+          static_cast<std::uint64_t>(static_cast<double>(limit) * near_limit_ratio);
+      if (used > threshold) near = std::min(hits[i], used - threshold);
+    }
+    m.rls_descriptor(req.domain, match.metric_key, hits[i], over, near, over && shadow);
+  }
+  return a;
+}
+
+rls_decider::rls_decider(metrics& m) : metrics_(m) {}
+
+rls_decider::~rls_decider() = default;
+
+boost::asio::any_io_executor rls_decider::completion_executor() {
+  // Made on first use: a service that never serves gRPC starts no thread for it.
+  std::call_once(completions_once_,
+                 [this] { completions_ = std::make_unique<boost::asio::thread_pool>(2); });
+  return boost::asio::make_strand(completions_->get_executor());
+}
+
+boost::asio::thread_pool& rls_decider::blocking_pool() {
+  std::call_once(blocking_once_, [this] {
+    // limiter::peek blocks for a round trip, at most the backend's timeout.
+    blocking_ = std::make_unique<boost::asio::thread_pool>(4);
+  });
+  return *blocking_;
+}
+
+void rls_decider::decide(std::shared_ptr<const runtime> rt, rls_request req,
+                         boost::asio::any_io_executor ex, handler done) {
+  const auto& rls = rt->cfg.envoy_rls;
+  if (!rls.enabled()) {
+    rls_answer a;
+    a.what = rls_answer::kind::disabled;
+    a.why = "the config has no envoy_rls section";
+    return done(std::move(a));
+  }
+  auto invalid = [&](std::string why) {
+    // An unknown domain is the client's text: not a label of ours.
+    const bool known = rls.limits->find(req.domain) != nullptr;
+    metrics_.rls_error(known ? std::string_view(req.domain) : std::string_view(), "service_error");
+    rls_answer a;
+    a.what = rls_answer::kind::invalid;
+    a.why = std::move(why);
+    done(std::move(a));
+  };
+  // As the reference refuses them.
+  if (req.domain.empty()) return invalid("rate limit domain must not be empty");
+  if (req.descriptors.empty()) return invalid("rate limit descriptor list must not be empty");
+
+  auto j = std::make_shared<job>();
+  j->rt = rt;
+  j->mode = rls.on_backend_failure;
+  j->matches = envoy::match_descriptors(*rls.limits, req.domain, req.descriptors);
+  const auto n = req.descriptors.size();
+  j->hits.resize(n);
+  j->kinds.resize(n, item_kind::none);
+  j->decisions.resize(n);
+  const std::uint64_t request_hits = std::max<std::uint32_t>(1, req.hits_addend);
+  bool denied_already = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& d = req.descriptors[i];
+    const auto& m = j->matches[i];
+    j->hits[i] = d.hits_addend ? *d.hits_addend : request_hits;
+    if (!m.matched) continue;
+    if (m.requests_per_unit == 0 || validate(m.policy) || j->hits[i] > limit_of(m.policy)) {
+      j->kinds[i] = item_kind::over;
+      denied_already = denied_already || !m.shadow_mode;
+      continue;
+    }
+    if (auto ec = validate(m.bucket_key, m.policy, j->peek_cost(i))) {
+      return invalid("descriptor " + std::to_string(i) + ": " + ec.message());
+    }
+    j->kinds[i] = j->hits[i] == 0 ? item_kind::peek
+                  : m.shadow_mode ? item_kind::shadow
+                                  : item_kind::main;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (j->kinds[i] != item_kind::main) continue;
+    // A request one limit denies already spends nothing: the others are only looked at.
+    if (denied_already) {
+      j->kinds[i] = item_kind::peek;
+    } else {
+      j->main_items.push_back(i);
+    }
+  }
+  j->req = std::move(req);
+  j->done = std::move(done);
+
+  auto& lim = rt->limiter_here();
+  std::vector<check_item> items;
+  items.reserve(j->main_items.size());
+  for (auto i : j->main_items) {
+    items.push_back({j->matches[i].bucket_key, j->policy_of(i), j->hits[i]});
+  }
+
+  if (rt->memory_backend) {
+    // The memory backend never blocks: decide inline.
+    std::error_code ec;
+    if (!items.empty()) {
+      auto ds = lim.check_all(items, ec);
+      for (std::size_t k = 0; k < ds.size(); ++k) j->decisions[j->main_items[k]] = ds[k];
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto& key = j->matches[i].bucket_key;
+      if (j->kinds[i] == item_kind::shadow) {
+        j->decisions[i] = lim.check(key, j->policy_of(i), j->hits[i], ec);
+      } else if (j->kinds[i] == item_kind::peek) {
+        j->decisions[i] = lim.peek(key, j->policy_of(i), j->peek_cost(i), ec);
+      }
+    }
+    return j->done(j->finish(metrics_));
+  }
+
+  // Redis: every part asynchronous; the answer is made on `ex`.
+  j->pending = (items.empty() ? 0 : 1);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (j->kinds[i] == item_kind::shadow || j->kinds[i] == item_kind::peek) ++j->pending;
+  }
+  if (j->pending == 0) return j->done(j->finish(metrics_));
+  // Called with j->mu held by the part that came back; the answer goes out on `ex`.
+  auto one_done = [this, j, ex] {
+    if (--j->pending != 0) return;
+    boost::asio::post(ex, [this, j] { j->done(j->finish(metrics_)); });
+  };
+  // Hold the count up while the parts start: a part completing during the loop must not
+  // finish the job early. (The loop below only reads what the parts do not write.)
+  {
+    std::lock_guard lock(j->mu);
+    ++j->pending;
+  }
+  if (!items.empty()) {
+    lim.async_check_all(items, boost::asio::bind_executor(
+                                   ex, [j, one_done](std::error_code, std::vector<decision> ds) {
+                                     std::lock_guard lock(j->mu);
+                                     for (std::size_t k = 0; k < ds.size(); ++k)
+                                       j->decisions[j->main_items[k]] = ds[k];
+                                     one_done();
+                                   }));
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (j->kinds[i] == item_kind::shadow) {
+      lim.async_check(j->matches[i].bucket_key, j->policy_of(i), j->hits[i],
+                      boost::asio::bind_executor(ex, [j, i, one_done](std::error_code, decision d) {
+                        std::lock_guard lock(j->mu);
+                        j->decisions[i] = d;
+                        one_done();
+                      }));
+    } else if (j->kinds[i] == item_kind::peek) {
+      // limiter::peek blocks for a round trip: on a thread of its own, then back to `ex`.
+      boost::asio::post(blocking_pool(), [j, i, one_done, &lim] {
+        std::error_code ec;
+        const auto d = lim.peek(j->matches[i].bucket_key, j->policy_of(i), j->peek_cost(i), ec);
+        std::lock_guard lock(j->mu);
+        j->decisions[i] = d;
+        one_done();
+      });
+    }
+  }
+  std::lock_guard lock(j->mu);
+  one_done();
+}
+
+rls_request from_proto(const pb::RateLimitRequest& m) {
+  rls_request r;
+  r.domain = m.domain();
+  r.hits_addend = m.hits_addend();
+  r.descriptors.reserve(static_cast<std::size_t>(m.descriptors_size()));
+  for (const auto& d : m.descriptors()) {
+    envoy::rls_descriptor out;
+    out.entries.reserve(static_cast<std::size_t>(d.entries_size()));
+    for (const auto& e : d.entries()) out.entries.push_back({e.key(), e.value()});
+    if (d.has_limit()) {
+      const auto u = d.limit().unit();
+      // RateLimitUnit is 0..6 on the wire; anything else (an open enum) is unknown.
+      out.limit = envoy::rls_override{
+          d.limit().requests_per_unit(),
+          u >= 0 && u <= 6 ? static_cast<envoy::rls_unit>(u) : envoy::rls_unit::unknown};
+    }
+    if (d.has_hits_addend()) out.hits_addend = d.hits_addend().value();
+    r.descriptors.push_back(std::move(out));
+  }
+  return r;
+}
+
+void to_proto(const rls_answer& a, pb::RateLimitResponse& m) {
+  m.set_overall_code(static_cast<pb::RateLimitResponse::Code>(a.overall));
+  for (const auto& s : a.statuses) {
+    auto* st = m.add_statuses();
+    st->set_code(static_cast<pb::RateLimitResponse::Code>(s.code));
+    st->set_limit_remaining(s.limit_remaining);
+    if (!s.has_limit) continue;
+    auto* limit = st->mutable_current_limit();
+    limit->set_name(s.name);
+    limit->set_requests_per_unit(s.requests_per_unit);
+    limit->set_unit(static_cast<pb::RateLimitResponse::RateLimit::Unit>(s.unit));
+    auto* d = st->mutable_duration_until_reset();
+    d->set_seconds(s.until_reset.count() / 1000);
+    d->set_nanos(static_cast<std::int32_t>(s.until_reset.count() % 1000) * 1'000'000);
+  }
+}
+
+std::optional<rls_request> parse_json_request(std::string_view body, std::string& why) {
+  pb::RateLimitRequest m;
+  google::protobuf::util::JsonParseOptions opts;
+  opts.ignore_unknown_fields = false;  // a typo must not silently mean "unset"
+  const auto status = google::protobuf::util::JsonStringToMessage(
+      google::protobuf::StringPiece(body.data(), body.size()), &m, opts);
+  if (!status.ok()) {
+    why = std::string(status.message());
+    return std::nullopt;
+  }
+  return from_proto(m);
+}
+
+std::string json_response(const rls_answer& a) {
+  pb::RateLimitResponse m;
+  to_proto(a, m);
+  std::string out;
+  google::protobuf::util::JsonPrintOptions opts;
+  // As the reference's /json (protojson): lowerCamelCase names, defaults left out.
+  (void)google::protobuf::util::MessageToJsonString(m, &out, opts);
+  out += '\n';
+  return out;
+}
+
+}  // namespace sluice::daemon
