@@ -51,6 +51,8 @@ cpu_batch16="$(ratio var_batch16.cpu_us_per_decision var_reference.cpu_us_per_de
 bytes="$(ratio mem_sluice.bytes_per_key mem_ref.bytes_per_key)"
 bytes_floor="$(ratio mem_floor.bytes_per_key mem_ref.bytes_per_key)"
 daemon50="$(ratio sluiced_mem_c50.per_sec nginx_c50.per_sec)"
+rls_mem50="$(ratio rls_memory_d1_c50.per_sec rlsref_memory_c50.per_sec)"
+rls_redis50="$(ratio rls_redis_d1_c50.per_sec rlsref_redis_c50.per_sec)"
 
 cat <<EOF
 # Sluice benchmarks
@@ -96,6 +98,15 @@ $( [ "$quick" = 1 ] && echo "
 | Memory backend >= 3M/s, one thread, 1M keys (steady_clock) | $(m mem_1000000_steady_t1.per_sec)/s | | $(verdict "${F[mem_1000000_steady_t1.per_sec]:-n/a}" ">=" 3000000) |
 | (same, cheap ticking clock) | $(m mem_1000000_ticking_t1.per_sec)/s | | $(verdict "${F[mem_1000000_ticking_t1.per_sec]:-n/a}" ">=" 3000000) |
 | sluiced (memory) >= 0.7x nginx \`return 204\`, wrk 50 connections | $(k sluiced_mem_c50.per_sec)/s vs $(k nginx_c50.per_sec)/s | ${daemon50}x | $(verdict "$daemon50" ">=" 0.7) |
+
+## Targets (issue 19: Envoy's rate limit service, section f)
+
+| Target | Measured | Ratio | Verdict |
+|---|---|---|---|
+| ShouldRateLimit, one descriptor, 50 streams >= 0.8x \`POST /v1/check\` at 50 connections, memory | $(k rls_memory_d1_c50.per_sec)/s vs $(k rlsref_memory_c50.per_sec)/s | ${rls_mem50}x | $(verdict "$rls_mem50" ">=" 0.8) |
+| (same, Redis) | $(k rls_redis_d1_c50.per_sec)/s vs $(k rlsref_redis_c50.per_sec)/s | ${rls_redis50}x | $(verdict "$rls_redis50" ">=" 0.8) |
+| ShouldRateLimit p99 < 5 ms at 50 streams, memory (one / three descriptors) | $(f rls_memory_d1_c50.p99_us) us / $(f rls_memory_d3_c50.p99_us) us | | $(verdict "${F[rls_memory_d1_c50.p99_us]:-n/a}" "<=" 5000) / $(verdict "${F[rls_memory_d3_c50.p99_us]:-n/a}" "<=" 5000) |
+| (same, Redis) | $(f rls_redis_d1_c50.p99_us) us / $(f rls_redis_d3_c50.p99_us) us | | $(verdict "${F[rls_redis_d1_c50.p99_us]:-n/a}" "<=" 5000) / $(verdict "${F[rls_redis_d3_c50.p99_us]:-n/a}" "<=" 5000) |
 
 ![throughput and p99 against concurrency](bench/concurrency.svg)
 
@@ -245,6 +256,28 @@ if [ -n "${F[sluiced_redis_c50.cpu_us_per_decision]:-}" ]; then
   echo
   echo "Redis CPU per decision behind sluiced (redis), INFO cpu delta / requests: 1 connection $(f sluiced_redis_c1.cpu_us_per_decision) us, 50: $(f sluiced_redis_c50.cpu_us_per_decision) us, 500: $(f sluiced_redis_c500.cpu_us_per_decision) us (EVALSHA calls: $(f sluiced_redis_c1.calls), $(f sluiced_redis_c50.calls), $(f sluiced_redis_c500.calls))."
 fi
+cat <<EOF
+
+## (f) Envoy's rate limit service: ShouldRateLimit beside \`POST /v1/check\`
+
+\`sluice_bench_rls\` ([bench/rls_load.cpp](../bench/rls_load.cpp), gRPC's callback API, two
+HTTP/2 connections as an Envoy with two workers opens) keeps S calls in flight, each stream
+sending its next call when the previous one is answered; \`/v1/check\` is wrk as in (e), on
+the same sluiced, measured just before at the same concurrency. Domain \`bench\`: one
+descriptor \`{client: k:<i>}\` over 10k keys with /v1/check's limit (token bucket, 100 at
+100/s), or three (\`client\`, a \`tenant\` of 100 values and one \`route\`, whose limits are
+never reached), decided all-or-nothing in one step. The load tools run on the same machine
+as sluiced and take CPU from it: gRPC's client costs more CPU per call than wrk.
+
+| Backend | Concurrency | /v1/check req/s | p99 us | RLS 1 descriptor calls/s | p50 us | p99 us | vs /v1/check | RLS 3 descriptors calls/s | p50 us | p99 us | errors (1 / 3) |
+|---|---|---|---|---|---|---|---|---|---|---|---|
+EOF
+for b in memory redis; do
+  for c in 1 50 500; do
+    [ -n "${F[rls_${b}_d1_c$c.per_sec]:-}" ] || continue
+    echo "| $b | $c | $(k "rlsref_${b}_c$c.per_sec") | $(f "rlsref_${b}_c$c.p99_us") | $(k "rls_${b}_d1_c$c.per_sec") | $(f "rls_${b}_d1_c$c.p50_us") | $(f "rls_${b}_d1_c$c.p99_us") | $(ratio "rls_${b}_d1_c$c.per_sec" "rlsref_${b}_c$c.per_sec")x | $(k "rls_${b}_d3_c$c.per_sec") | $(f "rls_${b}_d3_c$c.p50_us") | $(f "rls_${b}_d3_c$c.p99_us") | $(f "rls_${b}_d1_c$c.errors") / $(f "rls_${b}_d3_c$c.errors") |"
+  done
+done
 cat <<EOF
 
 ## Plot
