@@ -358,7 +358,8 @@ rls_failure_mode rls_mode(const reader& r, const YAML::Node& n, const std::strin
 // error in them is a config error (exit 2, --check-config, a refused reload) like any other.
 void parse_envoy_rls(const reader& r, const YAML::Node& n, envoy_rls_config& out) {
   r.expect_map(n, "envoy_rls");
-  r.only_keys(n, "envoy_rls", {"listen", "config", "on_backend_failure", "merge_domains"});
+  r.only_keys(n, "envoy_rls",
+              {"listen", "config", "on_backend_failure", "merge_domains", "shadow_mode"});
   if (auto l = n["listen"]) {
     config tmp;
     try {
@@ -383,6 +384,7 @@ void parse_envoy_rls(const reader& r, const YAML::Node& n, envoy_rls_config& out
   if (auto m = n["on_backend_failure"])
     out.on_backend_failure = rls_mode(r, m, "envoy_rls.on_backend_failure");
   if (auto m = n["merge_domains"]) out.merge_domains = r.boolean(m, "envoy_rls.merge_domains");
+  if (auto m = n["shadow_mode"]) out.shadow_mode = r.boolean(m, "envoy_rls.shadow_mode");
   std::vector<std::string> paths;
   for (const auto& p : out.config) paths.push_back(resolve_beside(r.source(), p));
   envoy::rls_load_options opts;

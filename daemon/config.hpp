@@ -48,6 +48,9 @@ struct envoy_rls_config {
   rls_failure_mode on_backend_failure = rls_failure_mode::unavailable;
   /// Several files naming one domain add to it (otherwise a duplicate domain is an error).
   bool merge_domains = false;
+  /// As the reference's SHADOW_MODE: every limit is decided and counted as usual (statuses
+  /// say OVER_LIMIT where over) but the overall code is always OK. Applies on reload.
+  bool shadow_mode = false;
   /// The limits loaded from `config` (at load and at every reload); null: the section is absent.
   std::shared_ptr<const envoy::rls_config> limits;
 

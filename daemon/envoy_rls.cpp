@@ -92,6 +92,7 @@ struct rls_decider::job {
 };
 
 rls_answer rls_decider::job::finish(metrics& m) const {
+  const auto& rls = rt->cfg.envoy_rls;
   rls_answer a;
   const auto n = matches.size();
   a.statuses.resize(n);
@@ -150,7 +151,14 @@ rls_answer rls_decider::job::finish(metrics& m) const {
           static_cast<std::uint64_t>(static_cast<double>(limit) * near_limit_ratio);
       if (used > threshold) near = std::min(hits[i], used - threshold);
     }
-    m.rls_descriptor(req.domain, match.metric_key, hits[i], over, near, over && shadow);
+    // Let through by shadow mode, the limit's own or the service's.
+    const bool shadowed = over && (shadow || rls.shadow_mode);
+    m.rls_descriptor(req.domain, match.metric_key, hits[i], over, near, shadowed);
+  }
+  // As the reference's SHADOW_MODE: decided and counted as ever, answered OK.
+  if (rls.shadow_mode && a.overall == rls_code::over_limit) {
+    a.overall = rls_code::ok;
+    m.rls_global_shadow_mode();
   }
   return a;
 }

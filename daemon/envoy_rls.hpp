@@ -88,7 +88,8 @@ class rls_decider {
   /// denies, none spends. Shadow-mode limits are decided (and spend) on their own and
   /// answer OK whatever they decide. A limit of 0 requests, or hits above the limit, is
   /// over the limit without asking the backend (the request is then denied as a whole, and
-  /// the other limits are only looked at).
+  /// the other limits are only looked at). With `envoy_rls.shadow_mode` all of this is
+  /// unchanged and only the overall code is OK.
   void decide(std::shared_ptr<const runtime> rt, rls_request req, boost::asio::any_io_executor ex,
               handler done);
 

@@ -3,7 +3,8 @@
 // (tests/integration/envoy/rls_client.py). Exact counts under 50 concurrent clients on
 // memory and on a real Redis, all-or-nothing across descriptors, hits_addend and request
 // overrides, wildcards, shadow mode, a dead Redis answered UNAVAILABLE within the timeout,
-// SIGHUP reloads of the limits files, the health service, and POST /json.
+// SIGHUP reloads of the limits files, the health service, POST /json, and the envoy_rls
+// option shadow_mode.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -85,8 +86,9 @@ std::uint64_t remaining(const json& status) { return status.value("limit_remaini
 // free one), read back from the start-up log line.
 class rls_daemon {
  public:
+  // `rls_yaml`: more keys of the envoy_rls section, each line indented by two spaces.
   explicit rls_daemon(const std::string& limits, const std::string& extra_yaml = "",
-                      const std::string& mode = "unavailable")
+                      const std::string& mode = "unavailable", const std::string& rls_yaml = "")
       : dir_(make_temp_dir("sluice-rls-limits")) {
     write_limits(limits);
     const std::string yaml = extra_yaml + R"(
@@ -96,7 +98,7 @@ envoy_rls:
   listen: 127.0.0.1:0
   config: [)" + dir_ + R"(/limits.yaml]
   on_backend_failure: )" + mode +
-                             "\n";
+                             "\n" + rls_yaml;
     daemon_ = std::make_unique<sluiced_process>(yaml);
     const auto log = daemon_->process().stderr_text();
     const std::string marker = "ShouldRateLimit (gRPC) listening on 127.0.0.1:";
@@ -437,6 +439,32 @@ TEST(EnvoyRlsTest, JsonEndpointAnswers200Or429AndRefusesBadBodies) {
   EXPECT_EQ(http_request(port, "GET", "/json").status, 405);
   // The same limits are what gRPC sees.
   EXPECT_EQ(d.call_one(body).at("response").at("overall_code"), "OVER_LIMIT");
+}
+
+TEST(EnvoyRlsTest, GlobalShadowModeAnswersOkButDecidesAndCounts) {
+  REQUIRE_CLIENT();
+  rls_daemon d(edge_limits, "backend: memory", "unavailable", "  shadow_mode: true\n");
+  const auto both = request({entry("tenant", "gs"), entry("plan", "free")});
+  auto r = d.call({both, both, both});
+  for (const auto& c : r) EXPECT_EQ(c.at("response").at("overall_code"), "OK") << r.dump();
+  // The third would be denied: its status says so, and all-or-nothing still spent nothing.
+  const auto& st = r[2].at("response").at("statuses");
+  EXPECT_EQ(st.at(1).at("code"), "OVER_LIMIT") << r.dump();
+  EXPECT_EQ(st.at(0).value("code", "OK"), "OK") << r.dump();
+  EXPECT_EQ(remaining(st.at(0)), 3u) << r.dump();
+  const auto port = d.sluiced().port();
+  auto j = http_request(port, "POST", "/json", both, {{"Content-Type", "application/json"}});
+  EXPECT_EQ(j.status, 200);
+  EXPECT_EQ(json::parse(j.body).at("overallCode"), "OK");
+  const auto text = http_request(port, "GET", "/metrics").body;
+  EXPECT_TRUE(has_line(text, "ratelimit_service_global_shadow_mode 2")) << text;
+  EXPECT_TRUE(has_line(
+      text,
+      R"(ratelimit_service_rate_limit_shadow_mode{descriptor="edge.plan_free",domain="edge"} 2)"))
+      << text;
+  EXPECT_TRUE(has_line(
+      text,
+      R"(ratelimit_service_rate_limit_over_limit{descriptor="edge.plan_free",domain="edge"} 2)"));
 }
 
 TEST(EnvoyRlsTest, CheckConfigLoadsTheLimitsFiles) {
