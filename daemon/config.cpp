@@ -354,12 +354,46 @@ rls_failure_mode rls_mode(const reader& r, const YAML::Node& n, const std::strin
   r.fail(n, field, "must be unavailable, open, closed or local, got \"" + s + "\"");
 }
 
+// An HTTP field name (RFC 9110's token): Envoy refuses to add anything else.
+std::string header_name(const reader& r, const YAML::Node& n, const std::string& field) {
+  auto s = r.string(n, field);
+  for (const unsigned char c : s) {
+    if (!std::isalnum(c) &&
+        std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) == std::string_view::npos)
+      r.fail(n, field, "\"" + s + "\" is not an HTTP header name");
+  }
+  return s;
+}
+
+// `response_headers: true`, or a mapping of the names (which turns them on), as the
+// reference's LIMIT_RESPONSE_HEADERS_ENABLED and LIMIT_{LIMIT,REMAINING,RESET}_HEADER.
+void parse_rls_headers(const reader& r, const YAML::Node& n,
+                       envoy_rls_config::response_headers_config& out) {
+  const std::string field = "envoy_rls.response_headers";
+  if (n.IsScalar()) {
+    out.enabled = r.boolean(n, field);
+    return;
+  }
+  if (!n.IsMap())
+    r.fail(n, field, "must be true, false or a mapping of header names (limit, remaining, reset)");
+  r.only_keys(n, field, {"limit", "remaining", "reset"});
+  out.enabled = true;
+  if (auto v = n["limit"]) out.limit = header_name(r, v, field + ".limit");
+  if (auto v = n["remaining"]) out.remaining = header_name(r, v, field + ".remaining");
+  if (auto v = n["reset"]) out.reset = header_name(r, v, field + ".reset");
+  // One name for two values would make Envoy add both under it, and the client guess.
+  if (lower(out.limit) == lower(out.remaining) || lower(out.limit) == lower(out.reset) ||
+      lower(out.remaining) == lower(out.reset))
+    r.fail(n, field, "limit, remaining and reset must be three different header names");
+}
+
 // `envoy_rls:`: the listener, and the limits loaded now from the files it names, so that an
 // error in them is a config error (exit 2, --check-config, a refused reload) like any other.
 void parse_envoy_rls(const reader& r, const YAML::Node& n, envoy_rls_config& out) {
   r.expect_map(n, "envoy_rls");
   r.only_keys(n, "envoy_rls",
-              {"listen", "config", "on_backend_failure", "merge_domains", "shadow_mode"});
+              {"listen", "config", "on_backend_failure", "merge_domains", "shadow_mode",
+               "response_headers"});
   if (auto l = n["listen"]) {
     config tmp;
     try {
@@ -385,6 +419,7 @@ void parse_envoy_rls(const reader& r, const YAML::Node& n, envoy_rls_config& out
     out.on_backend_failure = rls_mode(r, m, "envoy_rls.on_backend_failure");
   if (auto m = n["merge_domains"]) out.merge_domains = r.boolean(m, "envoy_rls.merge_domains");
   if (auto m = n["shadow_mode"]) out.shadow_mode = r.boolean(m, "envoy_rls.shadow_mode");
+  if (auto m = n["response_headers"]) parse_rls_headers(r, m, out.response_headers);
   std::vector<std::string> paths;
   for (const auto& p : out.config) paths.push_back(resolve_beside(r.source(), p));
   envoy::rls_load_options opts;

@@ -51,6 +51,14 @@ struct envoy_rls_config {
   /// As the reference's SHADOW_MODE: every limit is decided and counted as usual (statuses
   /// say OVER_LIMIT where over) but the overall code is always OK. Applies on reload.
   bool shadow_mode = false;
+  /// As the reference's LIMIT_RESPONSE_HEADERS_ENABLED: response_headers_to_add carries the
+  /// limit, remaining and reset (whole seconds) of the descriptor closest to its limit.
+  struct response_headers_config {
+    bool enabled = false;
+    std::string limit = "RateLimit-Limit";          ///< the reference's LIMIT_LIMIT_HEADER
+    std::string remaining = "RateLimit-Remaining";  ///< LIMIT_REMAINING_HEADER
+    std::string reset = "RateLimit-Reset";          ///< LIMIT_RESET_HEADER
+  } response_headers;
   /// The limits loaded from `config` (at load and at every reload); null: the section is absent.
   std::shared_ptr<const envoy::rls_config> limits;
 

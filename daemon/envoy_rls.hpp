@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <boost/asio/any_io_executor.hpp>
@@ -64,6 +65,8 @@ struct rls_answer {
   kind what = kind::decided;
   rls_code overall = rls_code::ok;
   std::vector<rls_status> statuses;  ///< one per request descriptor, in request order
+  /// response_headers_to_add (`envoy_rls.response_headers`): name and value, in order.
+  std::vector<std::pair<std::string, std::string>> response_headers;
   std::string why;
 };
 

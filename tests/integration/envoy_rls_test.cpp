@@ -4,13 +4,14 @@
 // memory and on a real Redis, all-or-nothing across descriptors, hits_addend and request
 // overrides, wildcards, shadow mode, a dead Redis answered UNAVAILABLE within the timeout,
 // SIGHUP reloads of the limits files, the health service, POST /json, and the envoy_rls
-// option shadow_mode.
+// options shadow_mode and response_headers.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -465,6 +466,44 @@ TEST(EnvoyRlsTest, GlobalShadowModeAnswersOkButDecidesAndCounts) {
   EXPECT_TRUE(has_line(
       text,
       R"(ratelimit_service_rate_limit_over_limit{descriptor="edge.plan_free",domain="edge"} 2)"));
+}
+
+// The headers as a client of Envoy sees them: response_headers_to_add, decoded by
+// python3-grpcio's own protobuf from sluiced's bytes.
+TEST(EnvoyRlsTest, ResponseHeadersDescribeTheDescriptorClosestToItsLimit) {
+  REQUIRE_CLIENT();
+  auto headers = [](const json& call) {
+    std::map<std::string, std::string> out;
+    for (const auto& h : call.at("response").value("response_headers_to_add", json::array()))
+      out[h.at("key")] = h.value("value", "");
+    return out;
+  };
+  {
+    rls_daemon off(edge_limits, "backend: memory");
+    EXPECT_TRUE(headers(off.call_one(request({entry("plan", "free")}))).empty());
+  }
+  rls_daemon d(edge_limits, "backend: memory", "unavailable", "  response_headers: true\n");
+  const auto both = request({entry("tenant", "h"), entry("plan", "free")});
+  auto r = d.call({both, both, both});
+  auto first = headers(r[0]);
+  EXPECT_EQ(first["RateLimit-Limit"], "2") << r.dump();  // plan: 1 left of 2, tenant 4 of 5
+  EXPECT_EQ(first["RateLimit-Remaining"], "1");
+  const auto reset = std::stoi(first["RateLimit-Reset"]);
+  EXPECT_GE(reset, 1);
+  EXPECT_LE(reset, 3600);
+  auto denied = headers(r[2]);
+  EXPECT_EQ(denied["RateLimit-Limit"], "2") << r.dump();
+  EXPECT_EQ(denied["RateLimit-Remaining"], "0");
+  // No limit applies (unlimited): no headers, as the reference.
+  EXPECT_TRUE(headers(d.call_one(request({entry("user", "vip1")}))).empty());
+
+  rls_daemon named(edge_limits, "backend: memory", "unavailable",
+                   "  response_headers: {limit: X-Limit, remaining: X-Left, reset: X-Reset}\n");
+  auto n = headers(named.call_one(request({entry("tenant", "h")})));
+  EXPECT_EQ(n.size(), 3u);
+  EXPECT_EQ(n["X-Limit"], "5");
+  EXPECT_EQ(n["X-Left"], "4");
+  EXPECT_EQ(n.count("X-Reset"), 1u);
 }
 
 TEST(EnvoyRlsTest, CheckConfigLoadsTheLimitsFiles) {

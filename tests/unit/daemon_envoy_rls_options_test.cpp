@@ -1,10 +1,13 @@
 // The options of sluiced's Envoy RLS beyond the limits: `shadow_mode` (the reference's
-// SHADOW_MODE), its errors with file, line and field, and the answers through POST /json on
-// the memory backend.
+// SHADOW_MODE) and `response_headers` (LIMIT_RESPONSE_HEADERS_ENABLED and the header names),
+// every error with file, line and field, and the answers through POST /json on the memory
+// backend.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include <boost/asio/io_context.hpp>
@@ -76,12 +79,55 @@ http_response post_json(service& svc, boost::asio::io_context& ioc, const std::s
                             {{"Content-Type", "application/json"}}, body);
 }
 
-TEST(DaemonEnvoyRlsOptionsTest, ShadowModeIsOffByDefaultAndMustBeABoolean) {
+std::map<std::string, std::string> headers_of(const json& response) {
+  std::map<std::string, std::string> out;
+  for (const auto& h : response.value("responseHeadersToAdd", json::array()))
+    out[h.at("key")] = h.value("value", "");
+  return out;
+}
+
+// "12.345s" (the JSON mapping of a Duration) in whole seconds, rounded up.
+long long ceil_seconds(const std::string& duration) {
+  return static_cast<long long>(std::ceil(std::stod(duration.substr(0, duration.size() - 1))));
+}
+
+TEST(DaemonEnvoyRlsOptionsTest, DefaultsAreTheReferences) {
   scratch_dir dir;
-  EXPECT_FALSE(parse_config(with_keys(""), dir.source()).envoy_rls.shadow_mode);
-  EXPECT_TRUE(parse_config(with_keys("  shadow_mode: true\n"), dir.source()).envoy_rls.shadow_mode);
+  const auto c = parse_config(with_keys(""), dir.source()).envoy_rls;
+  EXPECT_FALSE(c.shadow_mode);
+  EXPECT_FALSE(c.response_headers.enabled);
+  EXPECT_EQ(c.response_headers.limit, "RateLimit-Limit");
+  EXPECT_EQ(c.response_headers.remaining, "RateLimit-Remaining");
+  EXPECT_EQ(c.response_headers.reset, "RateLimit-Reset");
+
+  const auto named = parse_config(with_keys("  shadow_mode: true\n  response_headers: {limit: "
+                                            "X-Limit, reset: X-Reset}\n"),
+                                  dir.source())
+                         .envoy_rls;
+  EXPECT_TRUE(named.shadow_mode);
+  EXPECT_TRUE(named.response_headers.enabled);  // a mapping of names turns them on
+  EXPECT_EQ(named.response_headers.limit, "X-Limit");
+  EXPECT_EQ(named.response_headers.remaining, "RateLimit-Remaining");
+  EXPECT_EQ(named.response_headers.reset, "X-Reset");
+}
+
+TEST(DaemonEnvoyRlsOptionsTest, BadShadowModeAndHeadersNameFileLineAndField) {
+  scratch_dir dir;
+  const auto f = dir.source();
   EXPECT_EQ(error_of(dir, "  shadow_mode: yes\n"),
-            dir.source() + ":4: envoy_rls.shadow_mode: must be true or false, got \"yes\"");
+            f + ":4: envoy_rls.shadow_mode: must be true or false, got \"yes\"");
+  EXPECT_EQ(error_of(dir, "  response_headers: 1\n"),
+            f + ":4: envoy_rls.response_headers: must be true or false, got \"1\"");
+  EXPECT_EQ(error_of(dir, "  response_headers: [a]\n"),
+            f + ":4: envoy_rls.response_headers: must be true, false or a mapping of header names "
+                "(limit, remaining, reset)");
+  EXPECT_EQ(error_of(dir, "  response_headers:\n    limt: X\n"),
+            f + ":5: envoy_rls.response_headers.limt: unknown key");
+  EXPECT_EQ(error_of(dir, "  response_headers:\n    reset: \"X Reset\"\n"),
+            f + ":5: envoy_rls.response_headers.reset: \"X Reset\" is not an HTTP header name");
+  EXPECT_EQ(error_of(dir, "  response_headers: {limit: x-a, remaining: X-A}\n"),
+            f + ":4: envoy_rls.response_headers: limit, remaining and reset must be three "
+                "different header names");
 }
 
 TEST(DaemonEnvoyRlsOptionsTest, ShadowModeAnswersOkWhereOverAndCountsAsEver) {
@@ -106,6 +152,54 @@ TEST(DaemonEnvoyRlsOptionsTest, ShadowModeAnswersOkWhereOverAndCountsAsEver) {
         R"(sluice_rls_calls_total{code="ok",transport="json"} 3)"}) {
     EXPECT_NE(text.find(std::string(line) + "\n"), std::string::npos) << line << "\n" << text;
   }
+}
+
+TEST(DaemonEnvoyRlsOptionsTest, ResponseHeadersDescribeTheStatusWithTheLeastLeft) {
+  scratch_dir dir;
+  boost::asio::io_context ioc;
+  {
+    service off(parse_config(with_keys(""), dir.source()));
+    auto j = json::parse(post_json(off, ioc, request(entry("tenant", "t"))).body());
+    EXPECT_FALSE(j.contains("responseHeadersToAdd")) << j.dump();
+  }
+  service svc(parse_config(with_keys("  response_headers: true\n"), dir.source()));
+  const auto both = request(entry("tenant", "t"), entry("plan", "free"));
+  auto first = json::parse(post_json(svc, ioc, both).body());
+  auto h = headers_of(first);
+  ASSERT_EQ(h.size(), 3u) << first.dump();
+  // tenant has 4 of 5 left, plan 1 of 2: plan's.
+  EXPECT_EQ(h["RateLimit-Limit"], "2");
+  EXPECT_EQ(h["RateLimit-Remaining"], "1");
+  EXPECT_EQ(std::stoll(h["RateLimit-Reset"]),
+            ceil_seconds(first.at("statuses").at(1).at("durationUntilReset")));
+  // In the order the reference adds them.
+  EXPECT_EQ(first.at("responseHeadersToAdd").at(0).at("key"), "RateLimit-Limit");
+  EXPECT_EQ(first.at("responseHeadersToAdd").at(2).at("key"), "RateLimit-Reset");
+
+  (void)post_json(svc, ioc, both);
+  auto denied = json::parse(post_json(svc, ioc, both).body());
+  h = headers_of(denied);
+  EXPECT_EQ(h["RateLimit-Limit"], "2") << denied.dump();
+  EXPECT_EQ(h["RateLimit-Remaining"], "0");
+  EXPECT_GE(std::stoll(h["RateLimit-Reset"]), 1);
+
+  // Listed the other way round: the same status.
+  auto mixed =
+      json::parse(post_json(svc, ioc, request(entry("plan", "free"), entry("tenant", "t"))).body());
+  EXPECT_EQ(headers_of(mixed)["RateLimit-Limit"], "2") << mixed.dump();
+
+  // Nothing with a limit (unlimited, no match): no headers, as the reference.
+  auto none = json::parse(post_json(svc, ioc, request(entry("user", "u"), entry("x", "y"))).body());
+  EXPECT_FALSE(none.contains("responseHeadersToAdd")) << none.dump();
+
+  service named(
+      parse_config(with_keys("  response_headers: {limit: X-L, remaining: X-R, reset: X-Reset}\n"),
+                   dir.source()));
+  auto n = headers_of(json::parse(post_json(named, ioc, request(entry("tenant", "n"))).body()));
+  EXPECT_EQ(n.size(), 3u);
+  EXPECT_EQ(n["X-L"], "5");
+  EXPECT_EQ(n["X-R"], "4");
+  EXPECT_EQ(n.count("X-Reset"), 1u);
 }
 
 }  // namespace
