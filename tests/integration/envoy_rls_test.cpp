@@ -4,7 +4,7 @@
 // memory and on a real Redis, all-or-nothing across descriptors, hits_addend and request
 // overrides, wildcards, shadow mode, a dead Redis answered UNAVAILABLE within the timeout,
 // SIGHUP reloads of the limits files, the health service, POST /json, and the envoy_rls
-// options shadow_mode and response_headers.
+// options: shadow_mode, response_headers and TLS (mutual TLS) on the gRPC listener.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -25,6 +25,7 @@
 #include "support/daemon_sluiced.hpp"
 #include "support/process_child.hpp"
 #include "support/redis_server.hpp"
+#include "support/test_pki.hpp"
 
 namespace sluice::test {
 namespace {
@@ -125,13 +126,15 @@ envoy_rls:
   sluiced_process& sluiced() { return *daemon_; }
   std::string target() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
 
-  // Runs the Python client; its JSON output.
-  json client(std::vector<std::string> args, int timeout_ms = 5000) {
+  // Runs the Python client (with `channel` options such as --ca first); its JSON output.
+  json client(std::vector<std::string> args, int timeout_ms = 5000,
+              const std::vector<std::string>& channel = {}) {
     std::vector<std::string> argv{
         python,         std::string(SLUICE_SOURCE_DIR) + "/tests/integration/envoy/rls_client.py",
         "--pb-dir",     pb_dir,
         "--target",     target(),
         "--timeout-ms", std::to_string(timeout_ms)};
+    argv.insert(argv.end(), channel.begin(), channel.end());
     argv.insert(argv.end(), args.begin(), args.end());
     process_child p(argv, "rls_client");
     const auto rc = p.wait(std::chrono::seconds{120});
@@ -504,6 +507,39 @@ TEST(EnvoyRlsTest, ResponseHeadersDescribeTheDescriptorClosestToItsLimit) {
   EXPECT_EQ(n["X-Limit"], "5");
   EXPECT_EQ(n["X-Left"], "4");
   EXPECT_EQ(n.count("X-Reset"), 1u);
+}
+
+// Certificates made by `openssl` now (support/test_pki): a TLS client that trusts the CA is
+// answered, a plaintext one is not; with client_ca_file a client needs a certificate too.
+TEST(EnvoyRlsTest, TlsListenerServesTlsClientsAndMutualTlsRequiresACertificate) {
+  REQUIRE_CLIENT();
+  test_pki pki;
+  const auto tls =
+      "  tls:\n    cert_file: " + pki.server_cert() + "\n    key_file: " + pki.server_key() + "\n";
+  const auto req = request({entry("tenant", "tls")});
+  const std::vector<std::string> call{"call", req};
+  {
+    rls_daemon d(edge_limits, "backend: memory", "unavailable", tls);
+    EXPECT_NE(d.sluiced().process().stderr_text().find(", TLS)"), std::string::npos);
+    auto ok = d.client(call, 5000, {"--ca", pki.ca()}).at(0);
+    EXPECT_EQ(ok.at("code"), "OK") << ok.dump();
+    EXPECT_EQ(ok.at("response").at("overall_code"), "OK");
+    auto plain = d.client(call, 2000).at(0);
+    EXPECT_EQ(plain.at("code"), "UNAVAILABLE") << plain.dump();
+    // A CA that did not sign the server's certificate: refused too.
+    auto other = d.client(call, 2000, {"--ca", pki.other_ca()}).at(0);
+    EXPECT_EQ(other.at("code"), "UNAVAILABLE") << other.dump();
+  }
+  rls_daemon m(edge_limits, "backend: memory", "unavailable",
+               tls + "    client_ca_file: " + pki.ca() + "\n");
+  EXPECT_NE(m.sluiced().process().stderr_text().find(", mutual TLS)"), std::string::npos);
+  auto anonymous = m.client(call, 2000, {"--ca", pki.ca()}).at(0);
+  EXPECT_EQ(anonymous.at("code"), "UNAVAILABLE") << anonymous.dump();
+  auto known = m.client(call, 5000,
+                        {"--ca", pki.ca(), "--cert", pki.client_cert(), "--key", pki.client_key()})
+                   .at(0);
+  EXPECT_EQ(known.at("code"), "OK") << known.dump();
+  EXPECT_EQ(remaining(known.at("response").at("statuses").at(0)), 4u) << known.dump();
 }
 
 TEST(EnvoyRlsTest, CheckConfigLoadsTheLimitsFiles) {

@@ -1,7 +1,8 @@
 // The options of sluiced's Envoy RLS beyond the limits: `shadow_mode` (the reference's
-// SHADOW_MODE) and `response_headers` (LIMIT_RESPONSE_HEADERS_ENABLED and the header names),
-// every error with file, line and field, and the answers through POST /json on the memory
-// backend.
+// SHADOW_MODE), `response_headers` (LIMIT_RESPONSE_HEADERS_ENABLED and the header names) and
+// `tls` (its files read and checked at load, every error with file, line and field). The
+// answers through POST /json on the memory backend; the TLS handshake itself is in the
+// integration tests (envoy_rls_test.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +18,7 @@
 #include "service.hpp"
 #include "support/process_child.hpp"
 #include "support/service_call.hpp"
+#include "support/test_pki.hpp"
 
 namespace sluice::daemon {
 namespace {
@@ -99,6 +101,7 @@ TEST(DaemonEnvoyRlsOptionsTest, DefaultsAreTheReferences) {
   EXPECT_EQ(c.response_headers.limit, "RateLimit-Limit");
   EXPECT_EQ(c.response_headers.remaining, "RateLimit-Remaining");
   EXPECT_EQ(c.response_headers.reset, "RateLimit-Reset");
+  EXPECT_FALSE(c.tls.enabled());
 
   const auto named = parse_config(with_keys("  shadow_mode: true\n  response_headers: {limit: "
                                             "X-Limit, reset: X-Reset}\n"),
@@ -128,6 +131,54 @@ TEST(DaemonEnvoyRlsOptionsTest, BadShadowModeAndHeadersNameFileLineAndField) {
   EXPECT_EQ(error_of(dir, "  response_headers: {limit: x-a, remaining: X-A}\n"),
             f + ":4: envoy_rls.response_headers: limit, remaining and reset must be three "
                 "different header names");
+}
+
+TEST(DaemonEnvoyRlsOptionsTest, TlsFilesAreReadBesideTheConfigAndChecked) {
+  scratch_dir dir;
+  test::test_pki pki;
+  namespace fs = std::filesystem;
+  fs::copy_file(pki.server_cert(), dir.path() + "/server.crt");
+  fs::copy_file(pki.server_key(), dir.path() + "/server.key");
+  fs::copy_file(pki.ca(), dir.path() + "/ca.crt");
+  const auto f = dir.source();
+
+  const auto c = parse_config(with_keys("  tls:\n    cert_file: server.crt\n    key_file: "
+                                        "server.key\n    client_ca_file: ca.crt\n"),
+                              f)
+                     .envoy_rls.tls;
+  ASSERT_TRUE(c.enabled());
+  EXPECT_EQ(c.cert_file, "server.crt");  // as written; the contents read from beside it
+  EXPECT_NE(c.cert_pem.find("-----BEGIN CERTIFICATE-----"), std::string::npos);
+  EXPECT_NE(c.key_pem.find("PRIVATE KEY-----"), std::string::npos);
+  EXPECT_NE(c.client_ca_pem.find("-----BEGIN CERTIFICATE-----"), std::string::npos);
+
+  EXPECT_EQ(error_of(dir, "  tls: {cert_file: server.crt}\n"),
+            f + ":4: envoy_rls.tls.key_file: is required (the private key of cert_file, PEM)");
+  EXPECT_EQ(error_of(dir, "  tls: {key_file: server.key}\n"),
+            f + ":4: envoy_rls.tls.cert_file: is required (the server's certificate chain, PEM)");
+  EXPECT_EQ(error_of(dir,
+                     "  tls:\n    cert_file: server.crt\n    key_file: server.key\n    "
+                     "ca_file: ca.crt\n"),
+            f + ":7: envoy_rls.tls.ca_file: unknown key");
+  EXPECT_EQ(error_of(dir, "  tls: true\n"), f + ":4: envoy_rls.tls: must be a mapping");
+  EXPECT_EQ(error_of(dir, "  tls:\n    cert_file: nope.crt\n    key_file: server.key\n"),
+            f + ":5: envoy_rls.tls.cert_file: cannot read \"" + dir.path() +
+                "/nope.crt\": No such file or directory");
+  // A key where the certificate belongs, a certificate where the key belongs, a directory.
+  EXPECT_EQ(error_of(dir, "  tls:\n    cert_file: server.key\n    key_file: server.key\n"),
+            f + ":5: envoy_rls.tls.cert_file: \"" + dir.path() +
+                "/server.key\" holds no PEM certificate");
+  EXPECT_EQ(error_of(dir, "  tls:\n    cert_file: server.crt\n    key_file: ca.crt\n"),
+            f + ":6: envoy_rls.tls.key_file: \"" + dir.path() +
+                "/ca.crt\" holds no unencrypted PEM private key");
+  EXPECT_EQ(error_of(dir,
+                     "  tls:\n    cert_file: server.crt\n    key_file: server.key\n    "
+                     "client_ca_file: .\n"),
+            f + ":7: envoy_rls.tls.client_ca_file: \"" + dir.path() + "/.\" is not a regular file");
+  // Another key than the certificate's.
+  EXPECT_EQ(
+      error_of(dir, "  tls:\n    cert_file: server.crt\n    key_file: " + pki.client_key() + "\n"),
+      f + ":6: envoy_rls.tls.key_file: is not the private key of cert_file's certificate");
 }
 
 TEST(DaemonEnvoyRlsOptionsTest, ShadowModeAnswersOkWhereOverAndCountsAsEver) {
