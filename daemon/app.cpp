@@ -198,14 +198,18 @@ int run(app_options opts) {
   if (cfg.envoy_rls.enabled()) {
     rls = std::make_unique<rls_server>(*svc);
     try {
-      const auto port = rls->start(cfg.envoy_rls.listen_host, cfg.envoy_rls.listen_port);
+      const auto& tls = cfg.envoy_rls.tls;
+      const auto port = rls->start(cfg.envoy_rls.listen_host, cfg.envoy_rls.listen_port, tls);
       auto shown = cfg.envoy_rls;
       shown.listen_port = port;
       spdlog::info(
           "envoy_rls: ShouldRateLimit (gRPC) listening on {} ({} domains, on backend "
-          "failure: {})",
+          "failure: {}, {})",
           shown.listen(), cfg.envoy_rls.limits->domains.size(),
-          to_string(cfg.envoy_rls.on_backend_failure));
+          to_string(cfg.envoy_rls.on_backend_failure),
+          !tls.enabled()               ? "plaintext"
+          : tls.client_ca_file.empty() ? "TLS"
+                                       : "mutual TLS");
     } catch (const std::exception& e) {
       spdlog::critical("cannot listen on {} (envoy_rls): {}", cfg.envoy_rls.listen(), e.what());
       return 1;

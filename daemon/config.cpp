@@ -2,6 +2,7 @@
 
 #include "admin.hpp"
 #include "envoy/rls_config.hpp"
+#include "pem_file.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -354,11 +355,72 @@ rls_failure_mode rls_mode(const reader& r, const YAML::Node& n, const std::strin
   r.fail(n, field, "must be unavailable, open, closed or local, got \"" + s + "\"");
 }
 
+// An HTTP field name (RFC 9110's token): Envoy refuses to add anything else.
+std::string header_name(const reader& r, const YAML::Node& n, const std::string& field) {
+  auto s = r.string(n, field);
+  for (const unsigned char c : s) {
+    if (!std::isalnum(c) &&
+        std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) == std::string_view::npos)
+      r.fail(n, field, "\"" + s + "\" is not an HTTP header name");
+  }
+  return s;
+}
+
+// `response_headers: true`, or a mapping of the names (which turns them on), as the
+// reference's LIMIT_RESPONSE_HEADERS_ENABLED and LIMIT_{LIMIT,REMAINING,RESET}_HEADER.
+void parse_rls_headers(const reader& r, const YAML::Node& n,
+                       envoy_rls_config::response_headers_config& out) {
+  const std::string field = "envoy_rls.response_headers";
+  if (n.IsScalar()) {
+    out.enabled = r.boolean(n, field);
+    return;
+  }
+  if (!n.IsMap())
+    r.fail(n, field, "must be true, false or a mapping of header names (limit, remaining, reset)");
+  r.only_keys(n, field, {"limit", "remaining", "reset"});
+  out.enabled = true;
+  if (auto v = n["limit"]) out.limit = header_name(r, v, field + ".limit");
+  if (auto v = n["remaining"]) out.remaining = header_name(r, v, field + ".remaining");
+  if (auto v = n["reset"]) out.reset = header_name(r, v, field + ".reset");
+  // One name for two values would make Envoy add both under it, and the client guess.
+  if (lower(out.limit) == lower(out.remaining) || lower(out.limit) == lower(out.reset) ||
+      lower(out.remaining) == lower(out.reset))
+    r.fail(n, field, "limit, remaining and reset must be three different header names");
+}
+
+// `tls:` of the gRPC listener: the PEM files are read and checked now (a key that is not the
+// certificate's is a config error, not a listener that fails to start).
+void parse_rls_tls(const reader& r, const YAML::Node& n, envoy_rls_config::tls_config& out) {
+  const std::string field = "envoy_rls.tls";
+  r.expect_map(n, field);
+  r.only_keys(n, field, {"cert_file", "key_file", "client_ca_file"});
+  auto cert = n["cert_file"];
+  if (!cert) r.fail(n, field + ".cert_file", "is required (the server's certificate chain, PEM)");
+  auto key = n["key_file"];
+  if (!key) r.fail(n, field + ".key_file", "is required (the private key of cert_file, PEM)");
+  auto read = [&](const YAML::Node& v, const std::string& name, pem_kind kind, std::string& path,
+                  std::string& pem) {
+    path = r.string(v, field + "." + name);
+    std::string why;
+    auto text = read_pem_file(resolve_beside(r.source(), path), kind, why);
+    if (!text) r.fail(v, field + "." + name, why);
+    pem = std::move(*text);
+  };
+  read(cert, "cert_file", pem_kind::certificates, out.cert_file, out.cert_pem);
+  read(key, "key_file", pem_kind::private_key, out.key_file, out.key_pem);
+  if (!pem_key_matches(out.cert_pem, out.key_pem))
+    r.fail(key, field + ".key_file", "is not the private key of cert_file's certificate");
+  if (auto ca = n["client_ca_file"])
+    read(ca, "client_ca_file", pem_kind::certificates, out.client_ca_file, out.client_ca_pem);
+}
+
 // `envoy_rls:`: the listener, and the limits loaded now from the files it names, so that an
 // error in them is a config error (exit 2, --check-config, a refused reload) like any other.
 void parse_envoy_rls(const reader& r, const YAML::Node& n, envoy_rls_config& out) {
   r.expect_map(n, "envoy_rls");
-  r.only_keys(n, "envoy_rls", {"listen", "config", "on_backend_failure", "merge_domains"});
+  r.only_keys(n, "envoy_rls",
+              {"listen", "config", "on_backend_failure", "merge_domains", "shadow_mode",
+               "response_headers", "tls"});
   if (auto l = n["listen"]) {
     config tmp;
     try {
@@ -383,6 +445,9 @@ void parse_envoy_rls(const reader& r, const YAML::Node& n, envoy_rls_config& out
   if (auto m = n["on_backend_failure"])
     out.on_backend_failure = rls_mode(r, m, "envoy_rls.on_backend_failure");
   if (auto m = n["merge_domains"]) out.merge_domains = r.boolean(m, "envoy_rls.merge_domains");
+  if (auto m = n["shadow_mode"]) out.shadow_mode = r.boolean(m, "envoy_rls.shadow_mode");
+  if (auto m = n["response_headers"]) parse_rls_headers(r, m, out.response_headers);
+  if (auto m = n["tls"]) parse_rls_tls(r, m, out.tls);
   std::vector<std::string> paths;
   for (const auto& p : out.config) paths.push_back(resolve_beside(r.source(), p));
   envoy::rls_load_options opts;

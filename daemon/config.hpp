@@ -48,6 +48,31 @@ struct envoy_rls_config {
   rls_failure_mode on_backend_failure = rls_failure_mode::unavailable;
   /// Several files naming one domain add to it (otherwise a duplicate domain is an error).
   bool merge_domains = false;
+  /// As the reference's SHADOW_MODE: every limit is decided and counted as usual (statuses
+  /// say OVER_LIMIT where over) but the overall code is always OK. Applies on reload.
+  bool shadow_mode = false;
+  /// As the reference's LIMIT_RESPONSE_HEADERS_ENABLED: response_headers_to_add carries the
+  /// limit, remaining and reset (whole seconds) of the descriptor closest to its limit.
+  struct response_headers_config {
+    bool enabled = false;
+    std::string limit = "RateLimit-Limit";          ///< the reference's LIMIT_LIMIT_HEADER
+    std::string remaining = "RateLimit-Remaining";  ///< LIMIT_REMAINING_HEADER
+    std::string reset = "RateLimit-Reset";          ///< LIMIT_RESET_HEADER
+  } response_headers;
+  /// TLS on the gRPC listener (`tls:`): off while `cert_file` is empty. The paths are as the
+  /// config wrote them; the PEM contents are read at load. The listener is built once at
+  /// start, so a reload reads the files again (an unreadable one refuses it) but serves on
+  /// with the ones it started with.
+  struct tls_config {
+    std::string cert_file;
+    std::string key_file;
+    /// Set: clients must present a certificate this CA signed (mutual TLS).
+    std::string client_ca_file;
+    std::string cert_pem;
+    std::string key_pem;  ///< never logged
+    std::string client_ca_pem;
+    bool enabled() const noexcept { return !cert_file.empty(); }
+  } tls;
   /// The limits loaded from `config` (at load and at every reload); null: the section is absent.
   std::shared_ptr<const envoy::rls_config> limits;
 

@@ -64,6 +64,31 @@ std::chrono::milliseconds until_window_end(std::chrono::milliseconds window) {
   return window - now % window;
 }
 
+// As the reference's LIMIT_RESPONSE_HEADERS_ENABLED: the headers describe one status, the
+// one with a limit and the least room left, and a status over the limit (not a shadow
+// limit's, whose code is OK) wins over any that is not: the last such one, as the
+// reference's loop leaves it. Its reset is the status's duration_until_reset in whole
+// seconds, rounded up (for a fixed window, the reference's seconds to the window's end).
+void add_response_headers(const envoy_rls_config::response_headers_config& cfg, rls_answer& a) {
+  if (!cfg.enabled) return;
+  const rls_status* pick = nullptr;
+  auto least = std::numeric_limits<std::uint32_t>::max();
+  for (const auto& st : a.statuses) {
+    if (st.code == rls_code::over_limit) {
+      pick = &st;
+      least = 0;
+    } else if (st.has_limit && st.limit_remaining < least) {
+      pick = &st;
+      least = st.limit_remaining;
+    }
+  }
+  if (!pick) return;
+  const auto reset_s = (pick->until_reset.count() + 999) / 1000;
+  a.response_headers = {{cfg.limit, std::to_string(pick->requests_per_unit)},
+                        {cfg.remaining, std::to_string(pick->limit_remaining)},
+                        {cfg.reset, std::to_string(reset_s)}};
+}
+
 }  // namespace
 
 struct rls_decider::job {
@@ -92,6 +117,7 @@ struct rls_decider::job {
 };
 
 rls_answer rls_decider::job::finish(metrics& m) const {
+  const auto& rls = rt->cfg.envoy_rls;
   rls_answer a;
   const auto n = matches.size();
   a.statuses.resize(n);
@@ -150,7 +176,15 @@ rls_answer rls_decider::job::finish(metrics& m) const {
           static_cast<std::uint64_t>(static_cast<double>(limit) * near_limit_ratio);
       if (used > threshold) near = std::min(hits[i], used - threshold);
     }
-    m.rls_descriptor(req.domain, match.metric_key, hits[i], over, near, over && shadow);
+    // Let through by shadow mode, the limit's own or the service's.
+    const bool shadowed = over && (shadow || rls.shadow_mode);
+    m.rls_descriptor(req.domain, match.metric_key, hits[i], over, near, shadowed);
+  }
+  add_response_headers(rls.response_headers, a);
+  // As the reference's SHADOW_MODE: decided and counted as ever, answered OK.
+  if (rls.shadow_mode && a.overall == rls_code::over_limit) {
+    a.overall = rls_code::ok;
+    m.rls_global_shadow_mode();
   }
   return a;
 }
@@ -345,6 +379,11 @@ void to_proto(const rls_answer& a, pb::RateLimitResponse& m) {
     auto* d = st->mutable_duration_until_reset();
     d->set_seconds(s.until_reset.count() / 1000);
     d->set_nanos(static_cast<std::int32_t>(s.until_reset.count() % 1000) * 1'000'000);
+  }
+  for (const auto& [name, value] : a.response_headers) {
+    auto* h = m.add_response_headers_to_add();
+    h->set_key(name);
+    h->set_value(value);
   }
 }
 

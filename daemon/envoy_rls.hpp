@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <boost/asio/any_io_executor.hpp>
@@ -64,6 +65,8 @@ struct rls_answer {
   kind what = kind::decided;
   rls_code overall = rls_code::ok;
   std::vector<rls_status> statuses;  ///< one per request descriptor, in request order
+  /// response_headers_to_add (`envoy_rls.response_headers`): name and value, in order.
+  std::vector<std::pair<std::string, std::string>> response_headers;
   std::string why;
 };
 
@@ -88,7 +91,8 @@ class rls_decider {
   /// denies, none spends. Shadow-mode limits are decided (and spend) on their own and
   /// answer OK whatever they decide. A limit of 0 requests, or hits above the limit, is
   /// over the limit without asking the backend (the request is then denied as a whole, and
-  /// the other limits are only looked at).
+  /// the other limits are only looked at). With `envoy_rls.shadow_mode` all of this is
+  /// unchanged and only the overall code is OK.
   void decide(std::shared_ptr<const runtime> rt, rls_request req, boost::asio::any_io_executor ex,
               handler done);
 

@@ -86,6 +86,18 @@ class rate_limit_service final : public pb::RateLimitService::CallbackService {
   service& svc_;
 };
 
+// The PEM contents were read and checked when the config loaded (config.cpp).
+std::shared_ptr<grpc::ServerCredentials> credentials(const envoy_rls_config::tls_config& tls) {
+  if (!tls.enabled()) return grpc::InsecureServerCredentials();
+  const bool mutual = !tls.client_ca_pem.empty();
+  grpc::SslServerCredentialsOptions opts(
+      mutual ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+             : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  opts.pem_root_certs = tls.client_ca_pem;
+  opts.pem_key_cert_pairs.push_back({tls.key_pem, tls.cert_pem});
+  return grpc::SslServerCredentials(opts);
+}
+
 }  // namespace
 
 struct rls_server::impl {
@@ -100,14 +112,15 @@ rls_server::rls_server(service& svc) : impl_(std::make_unique<impl>(svc)) {}
 
 rls_server::~rls_server() { shutdown(std::chrono::milliseconds{0}); }
 
-std::uint16_t rls_server::start(const std::string& host, std::uint16_t port) {
+std::uint16_t rls_server::start(const std::string& host, std::uint16_t port,
+                                const envoy_rls_config::tls_config& tls) {
   // grpc.health.v1.Health from gRPC itself: Check and Watch, "" = the whole server.
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   const auto address =
       (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
   int bound = 0;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &bound);
+  builder.AddListeningPort(address, credentials(tls), &bound);
   builder.RegisterService(&impl_->rls);
   impl_->server = builder.BuildAndStart();
   if (!impl_->server || bound == 0) {

@@ -96,6 +96,7 @@ struct metrics::families {
   prometheus::Family<prometheus::Counter>& rls_near_limit;
   prometheus::Family<prometheus::Counter>& rls_within_limit;
   prometheus::Family<prometheus::Counter>& rls_shadow_mode;
+  prometheus::Family<prometheus::Counter>& rls_global_shadow_mode;
   prometheus::Family<prometheus::Counter>& rls_redis_error;
   prometheus::Family<prometheus::Counter>& rls_service_error;
   prometheus::Family<prometheus::Counter>& rls_calls;
@@ -120,6 +121,7 @@ struct metrics::families {
   series_cache<prometheus::Counter> rls_call_series{};
   series_cache<prometheus::Histogram> rls_call_latency_series{};
   prometheus::Histogram* backend_latency_series = nullptr;
+  prometheus::Counter* rls_global_shadow_mode_series = nullptr;
 };
 
 metrics::metrics() : registry_(std::make_shared<prometheus::Registry>()) {
@@ -238,6 +240,10 @@ metrics::metrics() : registry_(std::make_shared<prometheus::Registry>()) {
           .Help("Envoy RLS: hits a shadow-mode limit would have denied, by domain and descriptor")
           .Register(r),
       prometheus::BuildCounter()
+          .Name("ratelimit_service_global_shadow_mode")
+          .Help("Envoy RLS: calls over the limit answered OK because of envoy_rls.shadow_mode")
+          .Register(r),
+      prometheus::BuildCounter()
           .Name("ratelimit_service_call_should_rate_limit_redis_error")
           .Help("Envoy RLS: calls answered UNAVAILABLE because the backend failed, by domain")
           .Register(r),
@@ -256,6 +262,7 @@ metrics::metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   });
   // Present from the start, so dashboards see zeros rather than nothing.
   f_->backend_latency_series = &f_->backend_latency.Add({}, f_->buckets);
+  f_->rls_global_shadow_mode_series = &f_->rls_global_shadow_mode.Add({});
   f_->reloads.Add({{"result", "success"}});
   f_->reloads.Add({{"result", "failure"}});
   f_->backend_up.Add({}).Set(1);
@@ -364,6 +371,8 @@ void metrics::rls_descriptor(std::string_view domain, std::string_view descripto
   if (near) series.near_limit->Increment(static_cast<double>(near));
   if (shadow) series.shadow_mode->Increment(h);
 }
+
+void metrics::rls_global_shadow_mode() { f_->rls_global_shadow_mode_series->Increment(); }
 
 void metrics::rls_error(std::string_view domain, std::string_view kind) {
   // Rare (a failing backend, a broken client): no series cache.

@@ -63,9 +63,12 @@ class metrics {
   /// the reference service's stat names: `domain`, and `descriptor` the reference's stat key
   /// of the matched limit ("domain.key_value..."). `hits` counted in total_hits and in one
   /// of over_limit / within_limit; `near` of the within hits were past 80 % of the limit;
-  /// `shadow`: a shadow-mode limit that would have denied.
+  /// `shadow`: over the limit and let through by shadow mode (the limit's or the service's).
   void rls_descriptor(std::string_view domain, std::string_view descriptor, std::uint64_t hits,
                       bool over, std::uint64_t near, bool shadow);
+  /// An Envoy RLS request over the limit answered OK because of `envoy_rls.shadow_mode`
+  /// (the reference's global_shadow_mode).
+  void rls_global_shadow_mode();
   /// An Envoy RLS request that got no decision: `kind` is `redis_error` (the backend failed
   /// with the failure mode `unavailable`) or `service_error` (an invalid request).
   void rls_error(std::string_view domain, std::string_view kind);

@@ -3,13 +3,15 @@
 // (tests/integration/envoy/rls_client.py). Exact counts under 50 concurrent clients on
 // memory and on a real Redis, all-or-nothing across descriptors, hits_addend and request
 // overrides, wildcards, shadow mode, a dead Redis answered UNAVAILABLE within the timeout,
-// SIGHUP reloads of the limits files, the health service, and POST /json.
+// SIGHUP reloads of the limits files, the health service, POST /json, and the envoy_rls
+// options: shadow_mode, response_headers and TLS (mutual TLS) on the gRPC listener.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -23,6 +25,7 @@
 #include "support/daemon_sluiced.hpp"
 #include "support/process_child.hpp"
 #include "support/redis_server.hpp"
+#include "support/test_pki.hpp"
 
 namespace sluice::test {
 namespace {
@@ -85,8 +88,9 @@ std::uint64_t remaining(const json& status) { return status.value("limit_remaini
 // free one), read back from the start-up log line.
 class rls_daemon {
  public:
+  // `rls_yaml`: more keys of the envoy_rls section, each line indented by two spaces.
   explicit rls_daemon(const std::string& limits, const std::string& extra_yaml = "",
-                      const std::string& mode = "unavailable")
+                      const std::string& mode = "unavailable", const std::string& rls_yaml = "")
       : dir_(make_temp_dir("sluice-rls-limits")) {
     write_limits(limits);
     const std::string yaml = extra_yaml + R"(
@@ -96,7 +100,7 @@ envoy_rls:
   listen: 127.0.0.1:0
   config: [)" + dir_ + R"(/limits.yaml]
   on_backend_failure: )" + mode +
-                             "\n";
+                             "\n" + rls_yaml;
     daemon_ = std::make_unique<sluiced_process>(yaml);
     const auto log = daemon_->process().stderr_text();
     const std::string marker = "ShouldRateLimit (gRPC) listening on 127.0.0.1:";
@@ -122,13 +126,15 @@ envoy_rls:
   sluiced_process& sluiced() { return *daemon_; }
   std::string target() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
 
-  // Runs the Python client; its JSON output.
-  json client(std::vector<std::string> args, int timeout_ms = 5000) {
+  // Runs the Python client (with `channel` options such as --ca first); its JSON output.
+  json client(std::vector<std::string> args, int timeout_ms = 5000,
+              const std::vector<std::string>& channel = {}) {
     std::vector<std::string> argv{
         python,         std::string(SLUICE_SOURCE_DIR) + "/tests/integration/envoy/rls_client.py",
         "--pb-dir",     pb_dir,
         "--target",     target(),
         "--timeout-ms", std::to_string(timeout_ms)};
+    argv.insert(argv.end(), channel.begin(), channel.end());
     argv.insert(argv.end(), args.begin(), args.end());
     process_child p(argv, "rls_client");
     const auto rc = p.wait(std::chrono::seconds{120});
@@ -437,6 +443,103 @@ TEST(EnvoyRlsTest, JsonEndpointAnswers200Or429AndRefusesBadBodies) {
   EXPECT_EQ(http_request(port, "GET", "/json").status, 405);
   // The same limits are what gRPC sees.
   EXPECT_EQ(d.call_one(body).at("response").at("overall_code"), "OVER_LIMIT");
+}
+
+TEST(EnvoyRlsTest, GlobalShadowModeAnswersOkButDecidesAndCounts) {
+  REQUIRE_CLIENT();
+  rls_daemon d(edge_limits, "backend: memory", "unavailable", "  shadow_mode: true\n");
+  const auto both = request({entry("tenant", "gs"), entry("plan", "free")});
+  auto r = d.call({both, both, both});
+  for (const auto& c : r) EXPECT_EQ(c.at("response").at("overall_code"), "OK") << r.dump();
+  // The third would be denied: its status says so, and all-or-nothing still spent nothing.
+  const auto& st = r[2].at("response").at("statuses");
+  EXPECT_EQ(st.at(1).at("code"), "OVER_LIMIT") << r.dump();
+  EXPECT_EQ(st.at(0).value("code", "OK"), "OK") << r.dump();
+  EXPECT_EQ(remaining(st.at(0)), 3u) << r.dump();
+  const auto port = d.sluiced().port();
+  auto j = http_request(port, "POST", "/json", both, {{"Content-Type", "application/json"}});
+  EXPECT_EQ(j.status, 200);
+  EXPECT_EQ(json::parse(j.body).at("overallCode"), "OK");
+  const auto text = http_request(port, "GET", "/metrics").body;
+  EXPECT_TRUE(has_line(text, "ratelimit_service_global_shadow_mode 2")) << text;
+  EXPECT_TRUE(has_line(
+      text,
+      R"(ratelimit_service_rate_limit_shadow_mode{descriptor="edge.plan_free",domain="edge"} 2)"))
+      << text;
+  EXPECT_TRUE(has_line(
+      text,
+      R"(ratelimit_service_rate_limit_over_limit{descriptor="edge.plan_free",domain="edge"} 2)"));
+}
+
+// The headers as a client of Envoy sees them: response_headers_to_add, decoded by
+// python3-grpcio's own protobuf from sluiced's bytes.
+TEST(EnvoyRlsTest, ResponseHeadersDescribeTheDescriptorClosestToItsLimit) {
+  REQUIRE_CLIENT();
+  auto headers = [](const json& call) {
+    std::map<std::string, std::string> out;
+    for (const auto& h : call.at("response").value("response_headers_to_add", json::array()))
+      out[h.at("key")] = h.value("value", "");
+    return out;
+  };
+  {
+    rls_daemon off(edge_limits, "backend: memory");
+    EXPECT_TRUE(headers(off.call_one(request({entry("plan", "free")}))).empty());
+  }
+  rls_daemon d(edge_limits, "backend: memory", "unavailable", "  response_headers: true\n");
+  const auto both = request({entry("tenant", "h"), entry("plan", "free")});
+  auto r = d.call({both, both, both});
+  auto first = headers(r[0]);
+  EXPECT_EQ(first["RateLimit-Limit"], "2") << r.dump();  // plan: 1 left of 2, tenant 4 of 5
+  EXPECT_EQ(first["RateLimit-Remaining"], "1");
+  const auto reset = std::stoi(first["RateLimit-Reset"]);
+  EXPECT_GE(reset, 1);
+  EXPECT_LE(reset, 3600);
+  auto denied = headers(r[2]);
+  EXPECT_EQ(denied["RateLimit-Limit"], "2") << r.dump();
+  EXPECT_EQ(denied["RateLimit-Remaining"], "0");
+  // No limit applies (unlimited): no headers, as the reference.
+  EXPECT_TRUE(headers(d.call_one(request({entry("user", "vip1")}))).empty());
+
+  rls_daemon named(edge_limits, "backend: memory", "unavailable",
+                   "  response_headers: {limit: X-Limit, remaining: X-Left, reset: X-Reset}\n");
+  auto n = headers(named.call_one(request({entry("tenant", "h")})));
+  EXPECT_EQ(n.size(), 3u);
+  EXPECT_EQ(n["X-Limit"], "5");
+  EXPECT_EQ(n["X-Left"], "4");
+  EXPECT_EQ(n.count("X-Reset"), 1u);
+}
+
+// Certificates made by `openssl` now (support/test_pki): a TLS client that trusts the CA is
+// answered, a plaintext one is not; with client_ca_file a client needs a certificate too.
+TEST(EnvoyRlsTest, TlsListenerServesTlsClientsAndMutualTlsRequiresACertificate) {
+  REQUIRE_CLIENT();
+  test_pki pki;
+  const auto tls =
+      "  tls:\n    cert_file: " + pki.server_cert() + "\n    key_file: " + pki.server_key() + "\n";
+  const auto req = request({entry("tenant", "tls")});
+  const std::vector<std::string> call{"call", req};
+  {
+    rls_daemon d(edge_limits, "backend: memory", "unavailable", tls);
+    EXPECT_NE(d.sluiced().process().stderr_text().find(", TLS)"), std::string::npos);
+    auto ok = d.client(call, 5000, {"--ca", pki.ca()}).at(0);
+    EXPECT_EQ(ok.at("code"), "OK") << ok.dump();
+    EXPECT_EQ(ok.at("response").at("overall_code"), "OK");
+    auto plain = d.client(call, 2000).at(0);
+    EXPECT_EQ(plain.at("code"), "UNAVAILABLE") << plain.dump();
+    // A CA that did not sign the server's certificate: refused too.
+    auto other = d.client(call, 2000, {"--ca", pki.other_ca()}).at(0);
+    EXPECT_EQ(other.at("code"), "UNAVAILABLE") << other.dump();
+  }
+  rls_daemon m(edge_limits, "backend: memory", "unavailable",
+               tls + "    client_ca_file: " + pki.ca() + "\n");
+  EXPECT_NE(m.sluiced().process().stderr_text().find(", mutual TLS)"), std::string::npos);
+  auto anonymous = m.client(call, 2000, {"--ca", pki.ca()}).at(0);
+  EXPECT_EQ(anonymous.at("code"), "UNAVAILABLE") << anonymous.dump();
+  auto known = m.client(call, 5000,
+                        {"--ca", pki.ca(), "--cert", pki.client_cert(), "--key", pki.client_key()})
+                   .at(0);
+  EXPECT_EQ(known.at("code"), "OK") << known.dump();
+  EXPECT_EQ(remaining(known.at("response").at("statuses").at(0)), 4u) << known.dump();
 }
 
 TEST(EnvoyRlsTest, CheckConfigLoadsTheLimitsFiles) {

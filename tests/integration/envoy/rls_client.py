@@ -15,6 +15,9 @@ run it against sluiced and read one JSON document from its stdout.
       prints {"codes": {status: n}}
   rls_client.py ... health [SERVICE]
       grpc.health.v1.Health/Check; prints {"code": ..., "status": "SERVING"|...}
+
+  --ca FILE connects over TLS trusting FILE (else plaintext); --cert FILE --key FILE also
+  present a client certificate (mutual TLS).
 """
 import argparse
 import json
@@ -35,6 +38,21 @@ def load_messages(pb_dir):
     from envoy.service.ratelimit.v3 import rls_pb2  # noqa: E402  (generated at build time)
     from google.protobuf import json_format  # noqa: E402
     return rls_pb2, json_format
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def open_channel(args):
+    if not args.ca:
+        return grpc.insecure_channel(args.target)
+    creds = grpc.ssl_channel_credentials(
+        root_certificates=read(args.ca),
+        private_key=read(args.key) if args.key else None,
+        certificate_chain=read(args.cert) if args.cert else None)
+    return grpc.secure_channel(args.target, creds)
 
 
 def stub(channel, rls_pb2):
@@ -79,6 +97,9 @@ def main():
     ap.add_argument("--pb-dir", required=True)
     ap.add_argument("--target", required=True)
     ap.add_argument("--timeout-ms", type=float, default=5000)
+    ap.add_argument("--ca")
+    ap.add_argument("--cert")
+    ap.add_argument("--key")
     sub = ap.add_subparsers(dest="mode", required=True)
     c = sub.add_parser("call")
     c.add_argument("requests", nargs="+")
@@ -99,7 +120,7 @@ def main():
         return json_format.Parse(text, rls_pb2.RateLimitRequest())
 
     if args.mode == "call":
-        with grpc.insecure_channel(args.target) as ch:
+        with open_channel(args) as ch:
             call = stub(ch, rls_pb2)
             out = [one_call(call, parse(r), timeout, json_format) for r in args.requests]
     elif args.mode == "concurrent":
@@ -109,7 +130,7 @@ def main():
         ready = threading.Barrier(args.clients)
 
         def client():
-            with grpc.insecure_channel(args.target) as ch:
+            with open_channel(args) as ch:
                 call = stub(ch, rls_pb2)
                 grpc.channel_ready_future(ch).result(timeout=10)
                 ready.wait()
@@ -139,7 +160,7 @@ def main():
         d.limit.requests_per_unit = 3
         seed_bytes = valid.SerializeToString()
         codes = {}
-        with grpc.insecure_channel(args.target) as ch:
+        with open_channel(args) as ch:
             call = ch.unary_unary(METHOD, request_serializer=lambda b: b,
                                   response_deserializer=lambda b: b)
             for i in range(args.count):
@@ -165,7 +186,7 @@ def main():
                 codes[name] = codes.get(name, 0) + 1
         out = {"codes": codes}
     else:
-        with grpc.insecure_channel(args.target) as ch:
+        with open_channel(args) as ch:
             call = ch.unary_unary(HEALTH, request_serializer=lambda b: b,
                                   response_deserializer=lambda b: b)
             try:
