@@ -269,13 +269,16 @@ descriptor \`{client: k:<i>}\` over 10k keys with /v1/check's limit (token bucke
 never reached), decided all-or-nothing in one step. The load tools run on the same machine
 as sluiced and take CPU from it: gRPC's client costs more CPU per call than wrk.
 
-| Backend | Concurrency | /v1/check req/s | p99 us | RLS 1 descriptor calls/s | p50 us | p99 us | vs /v1/check | RLS 3 descriptors calls/s | p50 us | p99 us | errors (1 / 3) |
-|---|---|---|---|---|---|---|---|---|---|---|---|
+The sluiced CPU columns are the daemon's own CPU time (user + system, /proc) over a run
+divided by the calls it answered: what a call costs the server, whatever the client costs.
+
+| Backend | Concurrency | /v1/check req/s | p99 us | sluiced CPU us/req | RLS 1 descriptor calls/s | p50 us | p99 us | sluiced CPU us/call | vs /v1/check | RLS 3 descriptors calls/s | p50 us | p99 us | sluiced CPU us/call | errors (1 / 3) |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
 EOF
 for b in memory redis; do
   for c in 1 50 500; do
     [ -n "${F[rls_${b}_d1_c$c.per_sec]:-}" ] || continue
-    echo "| $b | $c | $(k "rlsref_${b}_c$c.per_sec") | $(f "rlsref_${b}_c$c.p99_us") | $(k "rls_${b}_d1_c$c.per_sec") | $(f "rls_${b}_d1_c$c.p50_us") | $(f "rls_${b}_d1_c$c.p99_us") | $(ratio "rls_${b}_d1_c$c.per_sec" "rlsref_${b}_c$c.per_sec")x | $(k "rls_${b}_d3_c$c.per_sec") | $(f "rls_${b}_d3_c$c.p50_us") | $(f "rls_${b}_d3_c$c.p99_us") | $(f "rls_${b}_d1_c$c.errors") / $(f "rls_${b}_d3_c$c.errors") |"
+    echo "| $b | $c | $(k "rlsref_${b}_c$c.per_sec") | $(f "rlsref_${b}_c$c.p99_us") | $(f "rlsref_${b}_c$c.server_us") | $(k "rls_${b}_d1_c$c.per_sec") | $(f "rls_${b}_d1_c$c.p50_us") | $(f "rls_${b}_d1_c$c.p99_us") | $(f "rls_${b}_d1_c$c.server_us") | $(ratio "rls_${b}_d1_c$c.per_sec" "rlsref_${b}_c$c.per_sec")x | $(k "rls_${b}_d3_c$c.per_sec") | $(f "rls_${b}_d3_c$c.p50_us") | $(f "rls_${b}_d3_c$c.p99_us") | $(f "rls_${b}_d3_c$c.server_us") | $(f "rls_${b}_d1_c$c.errors") / $(f "rls_${b}_d3_c$c.errors") |"
   done
 done
 cat <<EOF
