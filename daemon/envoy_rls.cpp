@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <limits>
 #include <span>
+#include <thread>
 #include <utility>
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/bind_executor.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/strand.hpp>
 
 #include <google/protobuf/util/json_util.h>
 
@@ -191,13 +193,29 @@ rls_answer rls_decider::job::finish(metrics& m) const {
 
 rls_decider::rls_decider(metrics& m) : metrics_(m) {}
 
+// One thread running an io_context. Not a thread pool with a strand per call, as before: the
+// limiter coalesces completions only for an io_context's executor, and a strand's posts each
+// woke a pool thread, which under load cost more server CPU than the decision itself.
+struct rls_decider::completion_thread {
+  boost::asio::io_context io{1};
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work{io.get_executor()};
+  std::thread thread{[this] { io.run(); }};
+
+  ~completion_thread() {
+    // As ~thread_pool: what has not run by now is abandoned (the gRPC server is shut down
+    // before the decider, so no call waits for it).
+    io.stop();
+    thread.join();
+  }
+};
+
 rls_decider::~rls_decider() = default;
 
 boost::asio::any_io_executor rls_decider::completion_executor() {
   // Made on first use: a service that never serves gRPC starts no thread for it.
   std::call_once(completions_once_,
-                 [this] { completions_ = std::make_unique<boost::asio::thread_pool>(2); });
-  return boost::asio::make_strand(completions_->get_executor());
+                 [this] { completions_ = std::make_unique<completion_thread>(); });
+  return completions_->io.get_executor();
 }
 
 boost::asio::thread_pool& rls_decider::blocking_pool() {

@@ -96,17 +96,19 @@ class rls_decider {
   void decide(std::shared_ptr<const runtime> rt, rls_request req, boost::asio::any_io_executor ex,
               handler done);
 
-  /// The executor gRPC calls complete on (a small pool of this object's own).
+  /// The executor gRPC calls complete on: an io_context with one thread of this object's
+  /// own, so that the Redis backend hands it every completion of a reply in one post.
   boost::asio::any_io_executor completion_executor();
 
  private:
   struct job;
+  struct completion_thread;
   boost::asio::thread_pool& blocking_pool();
   metrics& metrics_;
   std::once_flag completions_once_;
   std::once_flag blocking_once_;
   // Destroyed first (last member): their jobs use the members above.
-  std::unique_ptr<boost::asio::thread_pool> completions_;
+  std::unique_ptr<completion_thread> completions_;
   std::unique_ptr<boost::asio::thread_pool> blocking_;
 };
 

@@ -36,7 +36,7 @@ std::string_view code_label(const rls_answer& a) {
 }
 
 // The callback API: each call gets the default unary reactor, finished by the decider's
-// handler (inline on the memory backend, from the decider's own threads on Redis), so no
+// handler (inline on the memory backend, from the decider's own thread on Redis), so no
 // gRPC thread ever waits for the backend.
 class rate_limit_service final : public pb::RateLimitService::CallbackService {
  public:
