@@ -53,6 +53,8 @@ bytes_floor="$(ratio mem_floor.bytes_per_key mem_ref.bytes_per_key)"
 daemon50="$(ratio sluiced_mem_c50.per_sec nginx_c50.per_sec)"
 rls_mem50="$(ratio rls_memory_d1_c50.per_sec rlsref_memory_c50.per_sec)"
 rls_redis50="$(ratio rls_redis_d1_c50.per_sec rlsref_redis_c50.per_sec)"
+rls_h2_mem50="$(ratio rls_memory_h2load_c50.per_sec rlsref_memory_c50.per_sec)"
+rls_h2_redis50="$(ratio rls_redis_h2load_c50.per_sec rlsref_redis_c50.per_sec)"
 
 cat <<EOF
 # Sluice benchmarks
@@ -105,6 +107,8 @@ $( [ "$quick" = 1 ] && echo "
 |---|---|---|---|
 | ShouldRateLimit, one descriptor, 50 streams >= 0.8x \`POST /v1/check\` at 50 connections, memory | $(k rls_memory_d1_c50.per_sec)/s vs $(k rlsref_memory_c50.per_sec)/s | ${rls_mem50}x | $(verdict "$rls_mem50" ">=" 0.8) |
 | (same, Redis) | $(k rls_redis_d1_c50.per_sec)/s vs $(k rlsref_redis_c50.per_sec)/s | ${rls_redis50}x | $(verdict "$rls_redis50" ">=" 0.8) |
+| (same, memory, h2load as the gRPC client) | $(k rls_memory_h2load_c50.per_sec)/s vs $(k rlsref_memory_c50.per_sec)/s | ${rls_h2_mem50}x | $(verdict "$rls_h2_mem50" ">=" 0.8) |
+| (same, Redis, h2load as the gRPC client) | $(k rls_redis_h2load_c50.per_sec)/s vs $(k rlsref_redis_c50.per_sec)/s | ${rls_h2_redis50}x | $(verdict "$rls_h2_redis50" ">=" 0.8) |
 | ShouldRateLimit p99 < 5 ms at 50 streams, memory (one / three descriptors) | $(f rls_memory_d1_c50.p99_us) us / $(f rls_memory_d3_c50.p99_us) us | | $(verdict "${F[rls_memory_d1_c50.p99_us]:-n/a}" "<=" 5000) / $(verdict "${F[rls_memory_d3_c50.p99_us]:-n/a}" "<=" 5000) |
 | (same, Redis) | $(f rls_redis_d1_c50.p99_us) us / $(f rls_redis_d3_c50.p99_us) us | | $(verdict "${F[rls_redis_d1_c50.p99_us]:-n/a}" "<=" 5000) / $(verdict "${F[rls_redis_d3_c50.p99_us]:-n/a}" "<=" 5000) |
 
@@ -281,6 +285,24 @@ for b in memory redis; do
     echo "| $b | $c | $(k "rlsref_${b}_c$c.per_sec") | $(f "rlsref_${b}_c$c.p99_us") | $(f "rlsref_${b}_c$c.server_us") | $(k "rls_${b}_d1_c$c.per_sec") | $(f "rls_${b}_d1_c$c.p50_us") | $(f "rls_${b}_d1_c$c.p99_us") | $(f "rls_${b}_d1_c$c.server_us") | $(ratio "rls_${b}_d1_c$c.per_sec" "rlsref_${b}_c$c.per_sec")x | $(k "rls_${b}_d3_c$c.per_sec") | $(f "rls_${b}_d3_c$c.p50_us") | $(f "rls_${b}_d3_c$c.p99_us") | $(f "rls_${b}_d3_c$c.server_us") | $(f "rls_${b}_d1_c$c.errors") / $(f "rls_${b}_d3_c$c.errors") |"
   done
 done
+if [ -n "${F[rls_memory_h2load_c50.per_sec]:-}${F[rls_redis_h2load_c50.per_sec]:-}" ]; then
+  cat <<EOF
+
+The same one-descriptor call under \`h2load\` (nghttp2's HTTP/2 load tool, written in C: a
+client about as light as wrk, so the calls/s compare the servers more than the clients).
+h2load sends one body, so every call asks about the same key (\`{tenant: t:01}\`, never over
+its limit), where /v1/check's calls spread over 10k keys; it reports no percentiles.
+
+| Backend | Streams | /v1/check req/s | RLS calls/s (h2load) | vs /v1/check | mean us | sluiced CPU us/call | failed |
+|---|---|---|---|---|---|---|---|
+EOF
+  for b in memory redis; do
+    for c in 1 50 500; do
+      [ -n "${F[rls_${b}_h2load_c$c.per_sec]:-}" ] || continue
+      echo "| $b | $c | $(k "rlsref_${b}_c$c.per_sec") | $(k "rls_${b}_h2load_c$c.per_sec") | $(ratio "rls_${b}_h2load_c$c.per_sec" "rlsref_${b}_c$c.per_sec")x | $(f "rls_${b}_h2load_c$c.mean_us") | $(f "rls_${b}_h2load_c$c.server_us") | $(f "rls_${b}_h2load_c$c.failed") |"
+    done
+  done
+fi
 cat <<EOF
 
 ## Plot
