@@ -53,10 +53,9 @@ script_reply parse_outcome(const redisReply* const* e, detail::limit_outcome& ou
 }  // namespace
 
 void append_decide_command(std::string& out, script_call call, std::string_view full_key,
-                           const detail::limit_params& params,
-                           std::optional<std::int64_t> now_ms) {
-  const decimal algo(detail::wire_code(params)), a(params.a), b(params.b),
-      cost(params.cost), now(now_ms.value_or(0));
+                           const detail::limit_params& params, std::optional<std::int64_t> now_ms) {
+  const decimal algo(detail::wire_code(params)), a(params.a), b(params.b), cost(params.cost),
+      now(now_ms.value_or(0));
   const std::string_view script =
       call == script_call::evalsha ? detail::lua_decide.sha1 : detail::lua_decide.source;
   const std::array<std::string_view, 9> args{call == script_call::evalsha ? "EVALSHA" : "EVAL",
@@ -98,14 +97,14 @@ void append_multi(std::string& out, script_call call, const detail::lua_script& 
 }  // namespace
 
 void append_decide_multi_command(std::string& out, script_call call,
-                                       std::span<const multi_key> keys,
-                                       std::optional<std::int64_t> now_ms) {
+                                 std::span<const multi_key> keys,
+                                 std::optional<std::int64_t> now_ms) {
   append_multi(out, call, detail::lua_decide_multi, keys, now_ms);
 }
 
 void append_decide_batch_command(std::string& out, script_call call,
-                                       std::span<const multi_key> keys,
-                                       std::optional<std::int64_t> now_ms) {
+                                 std::span<const multi_key> keys,
+                                 std::optional<std::int64_t> now_ms) {
   // Runs of consecutive items with the same parameters: count, algorithm, a, b, cost.
   std::vector<decimal> numbers;
   numbers.reserve(7);  // one run: a batch is mostly checks of one policy
@@ -135,13 +134,12 @@ void append_decide_batch_command(std::string& out, script_call call,
   append_command(out, args.data(), args.size());
 }
 
-void append_refund_command(std::string& out, script_call call,
-                                        std::span<const multi_key> keys) {
+void append_refund_command(std::string& out, script_call call, std::span<const multi_key> keys) {
   append_multi(out, call, detail::lua_refund, keys, std::nullopt);
 }
 
 script_reply parse_decide_multi_reply(const redisReply& reply, std::size_t n,
-                                            std::vector<detail::limit_outcome>& out) {
+                                      std::vector<detail::limit_outcome>& out) {
   out.clear();
   if (reply.type == REDIS_REPLY_ERROR) {
     return is_error(reply, "NOSCRIPT") ? script_reply::noscript : script_reply::failed;
@@ -152,14 +150,13 @@ script_reply parse_decide_multi_reply(const redisReply& reply, std::size_t n,
     const redisReply* e = reply.element[i];
     // An error inside the array is nonsense too: the script replies with errors whole.
     if (!e || e->type != REDIS_REPLY_ARRAY) return script_reply::malformed;
-    if (parse_decide_reply(*e, out[i]) != script_reply::decided)
-      return script_reply::malformed;
+    if (parse_decide_reply(*e, out[i]) != script_reply::decided) return script_reply::malformed;
   }
   return script_reply::decided;
 }
 
 script_reply parse_decide_batch_reply(const redisReply& reply, std::size_t n,
-                                            std::vector<batch_item>& out) {
+                                      std::vector<batch_item>& out) {
   out.clear();
   if (reply.type == REDIS_REPLY_ERROR) {
     return is_error(reply, "NOSCRIPT") ? script_reply::noscript : script_reply::failed;
@@ -183,8 +180,7 @@ script_reply parse_decide_batch_reply(const redisReply& reply, std::size_t n,
 std::error_code to_decisions(const redisReply& reply, std::span<const std::uint64_t> limits,
                              std::vector<decision>& out) {
   std::vector<detail::limit_outcome> os;
-  if (const auto ec = to_error(parse_decide_multi_reply(reply, limits.size(), os)))
-    return ec;
+  if (const auto ec = to_error(parse_decide_multi_reply(reply, limits.size(), os))) return ec;
   out.clear();
   out.reserve(os.size());
   for (std::size_t i = 0; i < os.size(); ++i) {
@@ -193,8 +189,7 @@ std::error_code to_decisions(const redisReply& reply, std::span<const std::uint6
   return {};
 }
 
-script_reply parse_decide_reply(const redisReply& reply,
-                                      detail::limit_outcome& out) noexcept {
+script_reply parse_decide_reply(const redisReply& reply, detail::limit_outcome& out) noexcept {
   if (reply.type == REDIS_REPLY_ERROR) {
     return is_error(reply, "NOSCRIPT") ? script_reply::noscript : script_reply::failed;
   }
@@ -202,8 +197,7 @@ script_reply parse_decide_reply(const redisReply& reply,
   return parse_outcome(reply.element, out);
 }
 
-std::error_code to_decision(const redisReply& reply, std::uint64_t limit,
-                            decision& out) noexcept {
+std::error_code to_decision(const redisReply& reply, std::uint64_t limit, decision& out) noexcept {
   detail::limit_outcome o;
   if (const auto ec = to_error(parse_decide_reply(reply, o))) return ec;
   out = detail::to_decision(o, limit);

@@ -57,8 +57,8 @@ void decision_batcher::submit(std::string full_key, const detail::limit_params& 
     handler(make_error_code(errc::backend_shutting_down), {});
     return;
   }
-  waiting_.push_back({std::move(full_key), params, limit,
-                      clock::now() + options_.command_timeout, std::move(handler)});
+  waiting_.push_back({std::move(full_key), params, limit, clock::now() + options_.command_timeout,
+                      std::move(handler)});
   // While every batch slot is taken, the batch that completes next takes the waiting ones.
   const bool post =
       in_flight_ < options_.max_batches_in_flight && !std::exchange(flush_posted_, true);
@@ -156,13 +156,12 @@ void decision_batcher::send_single(pending p) {
           if (!g) return;
           std::string eval;
           append_decide_command(eval, script_call::eval, p.full_key, p.params);
-          self->conn_->async_exec_until(
-              p.deadline, std::move(eval),
-              [limit = p.limit, g](std::error_code ec2, reply_ptr r2) {
-                decision d2;
-                if (!ec2) ec2 = to_decision(*r2, limit, d2);
-                g->complete(ec2, d2);
-              });
+          self->conn_->async_exec_until(p.deadline, std::move(eval),
+                                        [limit = p.limit, g](std::error_code ec2, reply_ptr r2) {
+                                          decision d2;
+                                          if (!ec2) ec2 = to_decision(*r2, limit, d2);
+                                          g->complete(ec2, d2);
+                                        });
           return;
         }
         if (!ec) ec = to_decision(*reply, p.limit, d);

@@ -25,11 +25,11 @@
 #include "core/log.hpp"
 #include "redis/connection.hpp"
 #include "redis/deadline_guard.hpp"
+#include "redis/decide_command.hpp"
 #include "redis/decision_batcher.hpp"
 #include "redis/scripts.hpp"
 #include "redis/standalone_backend.hpp"
 #include "redis/tls.hpp"
-#include "redis/decide_command.hpp"
 
 namespace sluice {
 namespace {
