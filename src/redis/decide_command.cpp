@@ -7,6 +7,7 @@
 #include <charconv>
 
 #include "algorithm/token_bucket.hpp"
+#include "redis/reply_action.hpp"
 #include "redis/scripts.hpp"
 
 namespace sluice::redis {
@@ -48,6 +49,12 @@ script_reply parse_outcome(const redisReply* const* e, detail::limit_outcome& ou
   out.reset_after_ms = e[3]->integer;
   if (out.allowed && out.retry_after_ms != 0) return script_reply::malformed;
   return script_reply::decided;
+}
+
+// How an error reply reads to the decoders; the caller re-sends on `noscript`.
+script_reply error_reply(const redisReply& reply) {
+  return classify_reply(reply).what == reply_action::kind::resend_as_eval ? script_reply::noscript
+                                                                          : script_reply::failed;
 }
 
 }  // namespace
@@ -141,9 +148,7 @@ void append_refund_command(std::string& out, script_call call, std::span<const m
 script_reply parse_decide_multi_reply(const redisReply& reply, std::size_t n,
                                       std::vector<detail::limit_outcome>& out) {
   out.clear();
-  if (reply.type == REDIS_REPLY_ERROR) {
-    return is_error(reply, "NOSCRIPT") ? script_reply::noscript : script_reply::failed;
-  }
+  if (reply.type == REDIS_REPLY_ERROR) return error_reply(reply);
   if (reply.type != REDIS_REPLY_ARRAY || reply.elements != n) return script_reply::malformed;
   out.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
@@ -158,9 +163,7 @@ script_reply parse_decide_multi_reply(const redisReply& reply, std::size_t n,
 script_reply parse_decide_batch_reply(const redisReply& reply, std::size_t n,
                                       std::vector<batch_item>& out) {
   out.clear();
-  if (reply.type == REDIS_REPLY_ERROR) {
-    return is_error(reply, "NOSCRIPT") ? script_reply::noscript : script_reply::failed;
-  }
+  if (reply.type == REDIS_REPLY_ERROR) return error_reply(reply);
   if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 4 * n) return script_reply::malformed;
   out.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
@@ -168,7 +171,8 @@ script_reply parse_decide_batch_reply(const redisReply& reply, std::size_t n,
     script_reply r = script_reply::malformed;
     if (item[0] && item[0]->type == REDIS_REPLY_ERROR) {
       // NOSCRIPT is not something an item can say: nonsense.
-      r = is_error(*item[0], "NOSCRIPT") ? script_reply::malformed : script_reply::failed;
+      r = error_reply(*item[0]) == script_reply::noscript ? script_reply::malformed
+                                                          : script_reply::failed;
     } else {
       r = parse_outcome(item, out[i].outcome);
     }
@@ -190,9 +194,7 @@ std::error_code to_decisions(const redisReply& reply, std::span<const std::uint6
 }
 
 script_reply parse_decide_reply(const redisReply& reply, detail::limit_outcome& out) noexcept {
-  if (reply.type == REDIS_REPLY_ERROR) {
-    return is_error(reply, "NOSCRIPT") ? script_reply::noscript : script_reply::failed;
-  }
+  if (reply.type == REDIS_REPLY_ERROR) return error_reply(reply);
   if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 4) return script_reply::malformed;
   return parse_outcome(reply.element, out);
 }

@@ -9,6 +9,7 @@
 
 #include "redis/deadline_guard.hpp"
 #include "redis/decide_command.hpp"
+#include "redis/reply_action.hpp"
 
 namespace sluice::redis {
 namespace asio = boost::asio;
@@ -141,8 +142,7 @@ void decision_batcher::send_single(pending p) {
       deadline, std::move(command),
       [self = shared_from_this(), p = std::move(p)](std::error_code ec, reply_ptr reply) mutable {
         decision d;
-        detail::limit_outcome o;
-        if (!ec && parse_decide_reply(*reply, o) == script_reply::noscript) {
+        if (!ec && classify_reply(*reply).what == reply_action::kind::resend_as_eval) {
           // The server lost its scripts (SCRIPT FLUSH): send the source once. EVAL caches it
           // again, so later calls go back to EVALSHA.
           self->noscript_.fetch_add(1, std::memory_order_relaxed);
@@ -180,7 +180,7 @@ void decision_batcher::send_batch(std::shared_ptr<batch> b) {
       deadline, std::move(command),
       [self = shared_from_this(), b](std::error_code ec, reply_ptr reply) {
         self->batch_done();
-        if (!ec && is_error(*reply, "NOSCRIPT")) {
+        if (!ec && classify_reply(*reply).what == reply_action::kind::resend_as_eval) {
           // As for one key: send the source once, within the same deadline.
           self->noscript_.fetch_add(1, std::memory_order_relaxed);
           auto g = guard_until(self->io_, b->front().deadline,

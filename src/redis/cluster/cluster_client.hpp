@@ -30,7 +30,6 @@
 #include <sluice/redis_cluster.hpp>
 
 #include "algorithm/limit.hpp"
-#include "redis/cluster/redirect.hpp"
 #include "redis/cluster/slot_map.hpp"
 #include "redis/connection.hpp"
 #include "redis/decide_command.hpp"
