@@ -7,6 +7,7 @@
 #include <charconv>
 
 #include "algorithm/token_bucket.hpp"
+#include "redis/reply_action.hpp"
 #include "redis/scripts.hpp"
 
 namespace sluice::redis {
@@ -50,13 +51,18 @@ script_reply parse_outcome(const redisReply* const* e, detail::limit_outcome& ou
   return script_reply::decided;
 }
 
+// How an error reply reads to the decoders; the caller re-sends on `noscript`.
+script_reply error_reply(const redisReply& reply) {
+  return classify_reply(reply).what == reply_action::kind::resend_as_eval ? script_reply::noscript
+                                                                          : script_reply::failed;
+}
+
 }  // namespace
 
 void append_decide_command(std::string& out, script_call call, std::string_view full_key,
-                           const detail::limit_params& params,
-                           std::optional<std::int64_t> now_ms) {
-  const decimal algo(detail::wire_code(params)), a(params.a), b(params.b),
-      cost(params.cost), now(now_ms.value_or(0));
+                           const detail::limit_params& params, std::optional<std::int64_t> now_ms) {
+  const decimal algo(detail::wire_code(params)), a(params.a), b(params.b), cost(params.cost),
+      now(now_ms.value_or(0));
   const std::string_view script =
       call == script_call::evalsha ? detail::lua_decide.sha1 : detail::lua_decide.source;
   const std::array<std::string_view, 9> args{call == script_call::evalsha ? "EVALSHA" : "EVAL",
@@ -98,14 +104,14 @@ void append_multi(std::string& out, script_call call, const detail::lua_script& 
 }  // namespace
 
 void append_decide_multi_command(std::string& out, script_call call,
-                                       std::span<const multi_key> keys,
-                                       std::optional<std::int64_t> now_ms) {
+                                 std::span<const multi_key> keys,
+                                 std::optional<std::int64_t> now_ms) {
   append_multi(out, call, detail::lua_decide_multi, keys, now_ms);
 }
 
 void append_decide_batch_command(std::string& out, script_call call,
-                                       std::span<const multi_key> keys,
-                                       std::optional<std::int64_t> now_ms) {
+                                 std::span<const multi_key> keys,
+                                 std::optional<std::int64_t> now_ms) {
   // Runs of consecutive items with the same parameters: count, algorithm, a, b, cost.
   std::vector<decimal> numbers;
   numbers.reserve(7);  // one run: a batch is mostly checks of one policy
@@ -135,35 +141,29 @@ void append_decide_batch_command(std::string& out, script_call call,
   append_command(out, args.data(), args.size());
 }
 
-void append_refund_command(std::string& out, script_call call,
-                                        std::span<const multi_key> keys) {
+void append_refund_command(std::string& out, script_call call, std::span<const multi_key> keys) {
   append_multi(out, call, detail::lua_refund, keys, std::nullopt);
 }
 
 script_reply parse_decide_multi_reply(const redisReply& reply, std::size_t n,
-                                            std::vector<detail::limit_outcome>& out) {
+                                      std::vector<detail::limit_outcome>& out) {
   out.clear();
-  if (reply.type == REDIS_REPLY_ERROR) {
-    return is_error(reply, "NOSCRIPT") ? script_reply::noscript : script_reply::failed;
-  }
+  if (reply.type == REDIS_REPLY_ERROR) return error_reply(reply);
   if (reply.type != REDIS_REPLY_ARRAY || reply.elements != n) return script_reply::malformed;
   out.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
     const redisReply* e = reply.element[i];
     // An error inside the array is nonsense too: the script replies with errors whole.
     if (!e || e->type != REDIS_REPLY_ARRAY) return script_reply::malformed;
-    if (parse_decide_reply(*e, out[i]) != script_reply::decided)
-      return script_reply::malformed;
+    if (parse_decide_reply(*e, out[i]) != script_reply::decided) return script_reply::malformed;
   }
   return script_reply::decided;
 }
 
 script_reply parse_decide_batch_reply(const redisReply& reply, std::size_t n,
-                                            std::vector<batch_item>& out) {
+                                      std::vector<batch_item>& out) {
   out.clear();
-  if (reply.type == REDIS_REPLY_ERROR) {
-    return is_error(reply, "NOSCRIPT") ? script_reply::noscript : script_reply::failed;
-  }
+  if (reply.type == REDIS_REPLY_ERROR) return error_reply(reply);
   if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 4 * n) return script_reply::malformed;
   out.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
@@ -171,7 +171,8 @@ script_reply parse_decide_batch_reply(const redisReply& reply, std::size_t n,
     script_reply r = script_reply::malformed;
     if (item[0] && item[0]->type == REDIS_REPLY_ERROR) {
       // NOSCRIPT is not something an item can say: nonsense.
-      r = is_error(*item[0], "NOSCRIPT") ? script_reply::malformed : script_reply::failed;
+      r = error_reply(*item[0]) == script_reply::noscript ? script_reply::malformed
+                                                          : script_reply::failed;
     } else {
       r = parse_outcome(item, out[i].outcome);
     }
@@ -183,8 +184,7 @@ script_reply parse_decide_batch_reply(const redisReply& reply, std::size_t n,
 std::error_code to_decisions(const redisReply& reply, std::span<const std::uint64_t> limits,
                              std::vector<decision>& out) {
   std::vector<detail::limit_outcome> os;
-  if (const auto ec = to_error(parse_decide_multi_reply(reply, limits.size(), os)))
-    return ec;
+  if (const auto ec = to_error(parse_decide_multi_reply(reply, limits.size(), os))) return ec;
   out.clear();
   out.reserve(os.size());
   for (std::size_t i = 0; i < os.size(); ++i) {
@@ -193,17 +193,13 @@ std::error_code to_decisions(const redisReply& reply, std::span<const std::uint6
   return {};
 }
 
-script_reply parse_decide_reply(const redisReply& reply,
-                                      detail::limit_outcome& out) noexcept {
-  if (reply.type == REDIS_REPLY_ERROR) {
-    return is_error(reply, "NOSCRIPT") ? script_reply::noscript : script_reply::failed;
-  }
+script_reply parse_decide_reply(const redisReply& reply, detail::limit_outcome& out) noexcept {
+  if (reply.type == REDIS_REPLY_ERROR) return error_reply(reply);
   if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 4) return script_reply::malformed;
   return parse_outcome(reply.element, out);
 }
 
-std::error_code to_decision(const redisReply& reply, std::uint64_t limit,
-                            decision& out) noexcept {
+std::error_code to_decision(const redisReply& reply, std::uint64_t limit, decision& out) noexcept {
   detail::limit_outcome o;
   if (const auto ec = to_error(parse_decide_reply(reply, o))) return ec;
   out = detail::to_decision(o, limit);

@@ -9,6 +9,7 @@
 
 #include "redis/deadline_guard.hpp"
 #include "redis/decide_command.hpp"
+#include "redis/reply_action.hpp"
 
 namespace sluice::redis {
 namespace asio = boost::asio;
@@ -57,8 +58,8 @@ void decision_batcher::submit(std::string full_key, const detail::limit_params& 
     handler(make_error_code(errc::backend_shutting_down), {});
     return;
   }
-  waiting_.push_back({std::move(full_key), params, limit,
-                      clock::now() + options_.command_timeout, std::move(handler)});
+  waiting_.push_back({std::move(full_key), params, limit, clock::now() + options_.command_timeout,
+                      std::move(handler)});
   // While every batch slot is taken, the batch that completes next takes the waiting ones.
   const bool post =
       in_flight_ < options_.max_batches_in_flight && !std::exchange(flush_posted_, true);
@@ -141,8 +142,7 @@ void decision_batcher::send_single(pending p) {
       deadline, std::move(command),
       [self = shared_from_this(), p = std::move(p)](std::error_code ec, reply_ptr reply) mutable {
         decision d;
-        detail::limit_outcome o;
-        if (!ec && parse_decide_reply(*reply, o) == script_reply::noscript) {
+        if (!ec && classify_reply(*reply).what == reply_action::kind::resend_as_eval) {
           // The server lost its scripts (SCRIPT FLUSH): send the source once. EVAL caches it
           // again, so later calls go back to EVALSHA.
           self->noscript_.fetch_add(1, std::memory_order_relaxed);
@@ -156,13 +156,12 @@ void decision_batcher::send_single(pending p) {
           if (!g) return;
           std::string eval;
           append_decide_command(eval, script_call::eval, p.full_key, p.params);
-          self->conn_->async_exec_until(
-              p.deadline, std::move(eval),
-              [limit = p.limit, g](std::error_code ec2, reply_ptr r2) {
-                decision d2;
-                if (!ec2) ec2 = to_decision(*r2, limit, d2);
-                g->complete(ec2, d2);
-              });
+          self->conn_->async_exec_until(p.deadline, std::move(eval),
+                                        [limit = p.limit, g](std::error_code ec2, reply_ptr r2) {
+                                          decision d2;
+                                          if (!ec2) ec2 = to_decision(*r2, limit, d2);
+                                          g->complete(ec2, d2);
+                                        });
           return;
         }
         if (!ec) ec = to_decision(*reply, p.limit, d);
@@ -181,7 +180,7 @@ void decision_batcher::send_batch(std::shared_ptr<batch> b) {
       deadline, std::move(command),
       [self = shared_from_this(), b](std::error_code ec, reply_ptr reply) {
         self->batch_done();
-        if (!ec && is_error(*reply, "NOSCRIPT")) {
+        if (!ec && classify_reply(*reply).what == reply_action::kind::resend_as_eval) {
           // As for one key: send the source once, within the same deadline.
           self->noscript_.fetch_add(1, std::memory_order_relaxed);
           auto g = guard_until(self->io_, b->front().deadline,

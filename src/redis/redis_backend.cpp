@@ -25,11 +25,12 @@
 #include "core/log.hpp"
 #include "redis/connection.hpp"
 #include "redis/deadline_guard.hpp"
+#include "redis/decide_command.hpp"
 #include "redis/decision_batcher.hpp"
+#include "redis/reply_action.hpp"
 #include "redis/scripts.hpp"
 #include "redis/standalone_backend.hpp"
 #include "redis/tls.hpp"
-#include "redis/decide_command.hpp"
 
 namespace sluice {
 namespace {
@@ -221,7 +222,7 @@ class redis_backend final : public backend {
         [conn = core_->conn, io = &core_->io, deadline, c, handler = std::move(handler)](
             std::error_code ec, redis::reply_ptr reply) mutable {
           if (ec) return handler(ec, {});
-          if (redis::is_error(*reply, "NOSCRIPT")) {
+          if (redis::classify_reply(*reply).what == redis::reply_action::kind::resend_as_eval) {
             // As for one key: send the source once; EVAL caches it again.
             auto g = guard_until(*io, deadline, std::move(handler));
             if (!g) return;

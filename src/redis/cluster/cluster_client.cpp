@@ -9,6 +9,7 @@
 
 #include "core/log.hpp"
 #include "redis/cluster/key_slot.hpp"
+#include "redis/reply_action.hpp"
 #include "redis/scripts.hpp"
 
 namespace sluice::redis::cluster {
@@ -208,12 +209,13 @@ void cluster_client::on_reply(const std::shared_ptr<op>& o, const node_address& 
     finish(o, ec);
     return;
   }
-  if (reply->type == REDIS_REPLY_ERROR) {
-    const std::string_view text = reply_text(*reply);
-    if (auto r = parse_redirect(text)) {
-      node_address target = std::move(r->target);
+  auto action = classify_reply(*reply);
+  switch (action.what) {
+    case reply_action::kind::moved:
+    case reply_action::kind::ask: {
+      node_address target = std::move(action.redirect.target);
       if (target.host.empty()) target.host = node.host;
-      if (r->type == redirect::kind::moved) {
+      if (action.what == reply_action::kind::moved) {
         moved_.fetch_add(1, std::memory_order_relaxed);
         request_refresh();
         retry(o, target, script_call::evalsha, false);
@@ -223,7 +225,7 @@ void cluster_client::on_reply(const std::shared_ptr<op>& o, const node_address& 
       }
       return;
     }
-    if (text.starts_with("NOSCRIPT")) {
+    case reply_action::kind::resend_as_eval:
       // The node lost its scripts (SCRIPT FLUSH): send the source, to the same node and
       // under the same ASKING, once; EVAL caches it again.
       noscript_.fetch_add(1, std::memory_order_relaxed);
@@ -233,15 +235,16 @@ void cluster_client::on_reply(const std::shared_ptr<op>& o, const node_address& 
         retry(o, node, script_call::eval, asking);
       }
       return;
-    }
-    if (text.starts_with("CLUSTERDOWN") || text.starts_with("TRYAGAIN") ||
-        text.starts_with("READONLY") || text.starts_with("LOADING") ||
-        text.starts_with("MASTERDOWN")) {
-      // The cluster is reconfiguring: not this script's fault, and the map may be stale.
+    case reply_action::kind::retry_later:
+    case reply_action::kind::rediscover_master:
+      // The cluster is reconfiguring (a demoted master says READONLY): not this script's
+      // fault, and the map may be stale.
       request_refresh();
       finish(o, make_error_code(errc::backend_unavailable));
       return;
-    }
+    case reply_action::kind::done:
+    case reply_action::kind::failed:
+      break;  // the decoders below read a result or report the script error
   }
   if (o->multi) {
     std::vector<decision> ds;

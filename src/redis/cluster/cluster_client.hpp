@@ -30,7 +30,6 @@
 #include <sluice/redis_cluster.hpp>
 
 #include "algorithm/limit.hpp"
-#include "redis/cluster/redirect.hpp"
 #include "redis/cluster/slot_map.hpp"
 #include "redis/connection.hpp"
 #include "redis/decide_command.hpp"
@@ -79,16 +78,16 @@ class cluster_client : public std::enable_shared_from_this<cluster_client> {
 
   /// Decides on the node owning `full_key` (the prefixed key). `handler` runs once, on the
   /// I/O thread, or inline when refused at once. Thread-safe.
-  void submit(std::string full_key, const detail::limit_params& params,
-              std::uint64_t limit, decide_handler handler);
+  void submit(std::string full_key, const detail::limit_params& params, std::uint64_t limit,
+              decide_handler handler);
 
   /// Runs the multi-key or refund script for `full_keys` (prefixed keys that must share
   /// one slot, with one `params` and `capacities` entry each) on the slot's owner, with the
   /// same routing and bounds as submit(). `handler` runs once, on the I/O thread or inline;
   /// a refund completes with no decisions. Thread-safe.
   void submit_multi(multi_kind kind, std::vector<std::string> full_keys,
-                    std::vector<detail::limit_params> params,
-                    std::vector<std::uint64_t> capacities, decide_all_handler handler);
+                    std::vector<detail::limit_params> params, std::vector<std::uint64_t> capacities,
+                    decide_all_handler handler);
 
   /// Counts a multi-key decision that spanned several slots (stats().cross_slot).
   void note_cross_slot() noexcept { cross_slot_.fetch_add(1, std::memory_order_relaxed); }

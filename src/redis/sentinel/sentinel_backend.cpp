@@ -250,7 +250,8 @@ class sentinel_core : public std::enable_shared_from_this<sentinel_core> {
 
 bool worth_asking_again(std::error_code ec) {
   // Everything a moved master explains: lost or refused connections, silence, and error
-  // replies such as READONLY from a master that was demoted to a replica.
+  // replies such as READONLY from a master that was demoted to a replica (classify_reply's
+  // rediscover_master, which the standalone backend reports as a script error).
   return ec == errc::backend_unavailable || ec == errc::backend_timeout ||
          ec == errc::backend_script_error || ec == errc::backend_protocol_error;
 }
