@@ -76,6 +76,14 @@ struct limiter_stats {
   std::uint64_t cached_denials = 0;  ///< denied in-process (policy::cache_denials), no round trip
 };
 
+/// Decides checks with a backend, applies the failure modes and counts what it did.
+///
+/// A limiter is a cheap handle to shared state (one shared_ptr): a copy decides from the
+/// same backend and buckets, with the same fallback, denial cache and stats, and keeps
+/// them alive after the original is gone. Copy it to hand one limiter to many objects or
+/// threads; make another (limiter::in_memory, from_url, the constructor) for separate
+/// buckets. Every member function is thread-safe; copying and assigning a handle are as
+/// thread-safe as copying a std::shared_ptr.
 class limiter {
  public:
   /// `primary` decides; `fallback` (a memory backend, created when null) serves the

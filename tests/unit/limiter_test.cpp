@@ -3,6 +3,7 @@
 
 #include <future>
 #include <limits>
+#include <memory>
 #include <thread>
 
 #include <boost/asio/bind_executor.hpp>
@@ -128,6 +129,24 @@ TEST(LimiterTest, HealthyDecisionsAreCounted) {
   EXPECT_EQ(lim.stats().allowed, 1u);
   EXPECT_EQ(lim.stats().denied, 1u);
   EXPECT_EQ(lim.stats().backend_errors, 0u);
+}
+
+// limiter is a handle (limiter.hpp): a copy decides from the same buckets and counts in
+// the same stats, and outlives the original; a limiter made anew does not share them.
+TEST(LimiterTest, CopiesShareBucketsAndStats) {
+  const auto p = bucket(2, 0.001);
+  auto copy = std::make_unique<limiter>(limiter::in_memory());
+  limiter original = *copy;
+  EXPECT_TRUE(original.check("k", p).allowed);
+  EXPECT_TRUE(copy->check("k", p).allowed);
+  EXPECT_FALSE(original.check("k", p).allowed);
+  EXPECT_EQ(copy->stats().allowed, 2u);
+  EXPECT_EQ(copy->stats().denied, 1u);
+  limiter survivor = *copy;
+  copy.reset();
+  EXPECT_FALSE(survivor.check("k", p).allowed);
+  EXPECT_EQ(original.stats().denied, 2u);
+  EXPECT_TRUE(limiter::in_memory().check("k", p).allowed);
 }
 
 TEST(LimiterTest, AsyncHandlerNeverRunsInlineAndRunsOnItsExecutor) {
