@@ -17,8 +17,9 @@
 #include "fuzz_check.hpp"
 #include "redis/cluster/redirect.hpp"
 #include "redis/cluster/slot_map.hpp"
-#include "redis/resp.hpp"
 #include "redis/decide_command.hpp"
+#include "redis/reply_action.hpp"
+#include "redis/resp.hpp"
 
 namespace {
 
@@ -174,6 +175,23 @@ void interpret(const redisReply& r, const policy& p) {
     SLUICE_FUZZ_CHECK(rd->slot < redis::cluster::slot_count && rd->target.port != 0);
     SLUICE_FUZZ_CHECK(
         text.starts_with(rd->type == redis::cluster::redirect::kind::moved ? "MOVED " : "ASK "));
+  }
+
+  // What a script call does with the reply agrees with the parsers: a redirection only
+  // from an error that parses as one (the same one), NOSCRIPT and the rest only from errors,
+  // and every reply that is not an error is a result to decode.
+  const auto action = redis::classify_reply(r);
+  using kind = redis::reply_action::kind;
+  if (r.type != REDIS_REPLY_ERROR) {
+    SLUICE_FUZZ_CHECK(action.what == kind::done);
+  } else {
+    const auto rd = redis::cluster::parse_redirect(text);
+    SLUICE_FUZZ_CHECK((action.what == kind::moved || action.what == kind::ask) == rd.has_value());
+    if (rd) {
+      SLUICE_FUZZ_CHECK(action.redirect.slot == rd->slot && action.redirect.target == rd->target);
+    }
+    SLUICE_FUZZ_CHECK(action.what != kind::done);
+    if (action.what == kind::resend_as_eval) SLUICE_FUZZ_CHECK(text.starts_with("NOSCRIPT"));
   }
 
   std::string why;
