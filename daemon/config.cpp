@@ -454,8 +454,16 @@ void parse_envoy_rls(const reader& r, const YAML::Node& n, envoy_rls_config& out
   opts.merge_domains = out.merge_domains;
   auto loaded = envoy::load_rls_config(paths, opts);
   if (auto* e = std::get_if<envoy::rls_config_error>(&loaded)) {
-    // FILE:LINE of the limits file itself; the field says which section named it.
-    throw config_error(e->file, e->line, "envoy_rls.config", e->message);
+    // An error inside a limits file: FILE:LINE of that file, the field says which section
+    // named it. A path that is missing or cannot be read has no line of its own: the error
+    // is this file's, at the line that names the path.
+    if (e->line > 0) throw config_error(e->file, e->line, "envoy_rls.config", e->message);
+    const std::string what = e->file + ": " + e->message;
+    // (No Node is reassigned here: yaml-cpp's Node::operator= would rewrite the document.)
+    for (std::size_t i = 0; files.IsSequence() && i < paths.size(); ++i) {
+      if (paths[i] == e->file) r.fail(files[i], "envoy_rls.config", what);
+    }
+    r.fail(files, "envoy_rls.config", what);
   }
   out.limits =
       std::make_shared<const envoy::rls_config>(std::move(std::get<envoy::rls_config>(loaded)));

@@ -120,9 +120,13 @@ TEST(DaemonEnvoyRlsTest, SectionErrorsNameFileLineAndField) {
       "requests_per_unit: 1}\n");
   const auto e = error_of(with_section("  config: " + bad.file() + "\n"));
   EXPECT_EQ(e.rfind(bad.file() + ":4: envoy_rls.config: ", 0), 0u) << e;
-  EXPECT_NE(error_of(with_section("  config: /nonexistent/limits.yaml\n"))
-                .find("/nonexistent/limits.yaml"),
-            std::string::npos);
+  // A path that does not exist is this file's error, at the line that names it.
+  EXPECT_EQ(error_of(with_section("  config: /nonexistent/limits.yaml\n")),
+            "test.yaml:3: envoy_rls.config: /nonexistent/limits.yaml: no such file or directory");
+  limits_dir good;
+  EXPECT_EQ(
+      error_of(with_section("  config:\n    - " + good.file() + "\n    - /nonexistent/a.yaml\n")),
+      "test.yaml:5: envoy_rls.config: /nonexistent/a.yaml: no such file or directory");
 }
 
 TEST(DaemonEnvoyRlsTest, RelativeLimitsPathsAreBesideTheConfigFile) {
