@@ -35,6 +35,7 @@ connection::connection(asio::io_context& io, connection_config config)
       deadline_timer_(io),
       connect_timer_(io),
       backoff_timer_(io),
+      pipeline_(config_.command_timeout, pending_),
       read_buffer_(64 * 1024),
       jitter_(std::random_device{}()) {}
 
@@ -99,19 +100,6 @@ void connection::async_exec_until(clock::time_point deadline, std::string comman
   if (post) asio::post(io_, [self = shared_from_this()] { self->flush(); });
 }
 
-void connection::complete(request& r, std::error_code ec, reply_ptr reply) {
-  if (!r.handler) return;
-  auto h = std::exchange(r.handler, nullptr);
-  pending_.fetch_sub(1, std::memory_order_relaxed);
-  h(ec, std::move(reply));
-}
-
-void connection::fail_all(std::deque<request>& q, std::error_code ec) {
-  // Handlers may submit again (a NOSCRIPT retry); they land in submitted_, not in q.
-  auto taken = std::exchange(q, {});
-  for (auto& r : taken) complete(r, ec);
-}
-
 void connection::flush() {
   std::vector<request> batch;
   {
@@ -120,31 +108,32 @@ void connection::flush() {
     flush_posted_ = false;
   }
   const state s = current_state();
+  const auto now = clock::now();
   std::optional<clock::time_point> earliest;
   for (auto& r : batch) {
-    if (s == state::down) {
-      complete(r, make_error_code(errc::backend_unavailable));
-    } else if (s == state::stopped) {
-      complete(r, make_error_code(errc::backend_shutting_down));
-    } else {
-      if (!earliest || r.deadline < *earliest) earliest = r.deadline;
-      unsent_.push_back(std::move(r));
-    }
+    const auto deadline = r.deadline;
+    if (pipeline_.accept(r, s, now) && (!earliest || deadline < *earliest)) earliest = deadline;
   }
   write_pending();
   if (earliest) watch_deadline(*earliest);
 }
 
+void connection::exec_on_io_thread(clock::time_point deadline, std::string command,
+                                   exec_handler handler, std::size_t replies) {
+  pending_.fetch_add(1, std::memory_order_relaxed);
+  request r{std::move(command), deadline, std::move(handler), std::max<std::size_t>(replies, 1)};
+  if (!pipeline_.accept(r, current_state(), clock::now())) return;
+  write_pending();
+  watch_deadline(deadline);
+}
+
 void connection::write_pending() {
-  if (writing_ || unsent_.empty() || current_state() != state::up) return;
+  if (writing_ || !pipeline_.has_unsent() || current_state() != state::up) return;
   write_buffer_.clear();
-  for (auto& r : unsent_) {
-    write_buffer_ += r.command;
-    r.command = std::string();  // the bytes now live in write_buffer_
-    in_flight_.push_back(std::move(r));
-  }
-  unsent_.clear();
+  const auto now = clock::now();
+  pipeline_.take_unsent(write_buffer_, now);
   writing_ = true;
+  write_started_ = now;
   with_stream([&](auto& stream) {
     asio::async_write(stream, asio::buffer(write_buffer_),
                       [self = shared_from_this(), gen = generation_, keep = tls_](
@@ -161,17 +150,15 @@ void connection::write_pending() {
   });
 }
 
+std::optional<connection::clock::time_point> connection::write_started() const {
+  // The handshake's write is the connect timer's to watch.
+  if (writing_ && current_state() == state::up) return write_started_;
+  return std::nullopt;
+}
+
 void connection::arm_deadline_timer() {
   if (deadline_armed_) return;
-  // The earliest deadline, not the oldest request's: deadlines need not be FIFO. A scan per
-  // arming is cheap, as the timer fires about once per command timeout, not per request.
-  std::optional<clock::time_point> earliest;
-  const auto consider = [&](const request& r) {
-    if (r.handler && (!earliest || r.deadline < *earliest)) earliest = r.deadline;
-  };
-  for (const auto& r : in_flight_) consider(r);
-  for (const auto& r : unsent_) consider(r);
-  if (earliest) set_deadline_timer(*earliest);
+  if (const auto at = pipeline_.next_expiry(write_started())) set_deadline_timer(*at);
 }
 
 void connection::watch_deadline(clock::time_point deadline) {
@@ -195,31 +182,16 @@ void connection::set_deadline_timer(clock::time_point at) {
 void connection::on_deadline() {
   // The timer was set for a request that may have been answered since; it is re-armed
   // for whatever is earliest now, so replies never touch the timer.
-  const auto now = clock::now();
-  for (auto& r : in_flight_) {
-    if (r.handler && r.deadline <= now) {
-      // Written, and no reply within the whole timeout: the connection is stuck (a
-      // stopped or overloaded server, a black hole). Reconnecting is the only way to tell.
-      complete(r, make_error_code(errc::backend_timeout));
+  switch (pipeline_.expire(clock::now(), write_started())) {
+    case request_pipeline::stuck::no_reply:
       lose_connection(make_error_code(errc::backend_timeout),
                       "no reply within the command timeout");
       return;
-    }
-  }
-  bool stuck_writing = false;
-  for (auto it = unsent_.begin(); it != unsent_.end();) {
-    if (it->deadline > now) {
-      ++it;
-      continue;
-    }
-    // Unsent past its deadline: still connecting, or a write that does not finish.
-    stuck_writing = stuck_writing || current_state() == state::up;
-    complete(*it, make_error_code(errc::backend_timeout));
-    it = unsent_.erase(it);
-  }
-  if (stuck_writing) {
-    lose_connection(make_error_code(errc::backend_timeout), "a write did not finish in time");
-    return;
+    case request_pipeline::stuck::write_unfinished:
+      lose_connection(make_error_code(errc::backend_timeout), "a write did not finish in time");
+      return;
+    case request_pipeline::stuck::no:
+      break;
   }
   arm_deadline_timer();
 }
@@ -234,7 +206,6 @@ void connection::reset_socket() {
   connect_timer_.cancel();
   writing_ = false;
   connecting_ = false;
-  handshake_left_ = 0;
 }
 
 void connection::connect() {
@@ -334,7 +305,7 @@ void connection::on_connected() {
   // (stopped, a black hole) fails here within connect_timeout instead of serving.
   write_buffer_ = config_.handshake;
   append_command(write_buffer_, {"PING"});
-  handshake_left_ = config_.handshake_replies + 1;
+  pipeline_.begin_handshake(config_.handshake_replies + 1);
   writing_ = true;
   with_stream([&](auto& stream) {
     asio::async_write(stream, asio::buffer(write_buffer_),
@@ -362,7 +333,7 @@ void connection::start_read() {
       // A TLS server that exits without close_notify looks like a truncated stream.
       const bool closed = ec == asio::error::eof || ec == asio::ssl::error::stream_truncated;
       const std::string why = closed ? "closed by the server" : "read failed: " + ec.message();
-      if (self->handshake_left_ > 0) {
+      if (self->pipeline_.in_handshake()) {
         self->connect_failed(why);
       } else {
         self->lose_connection(make_error_code(errc::backend_unavailable), why);
@@ -395,25 +366,22 @@ void connection::start_read() {
 }
 
 void connection::on_reply(reply_ptr reply) {
-  if (handshake_left_ > 0) {
-    if (is_error(*reply)) {
-      connect_failed("handshake refused: " + std::string(reply_text(*reply)));
+  // The error text is read before the pipeline takes the reply.
+  const std::string refused = is_error(*reply) ? std::string(reply_text(*reply)) : std::string();
+  switch (pipeline_.on_reply(std::move(reply))) {
+    case request_pipeline::reply_kind::handshake_refused:
+      connect_failed("handshake refused: " + refused);
       return;
-    }
-    if (--handshake_left_ == 0) up();
-    return;
+    case request_pipeline::reply_kind::handshake_done:
+      up();
+      return;
+    case request_pipeline::reply_kind::unexpected:
+      lose_connection(make_error_code(errc::backend_protocol_error), "a reply nobody asked for");
+      return;
+    case request_pipeline::reply_kind::handshake:
+    case request_pipeline::reply_kind::answered:
+      return;
   }
-  if (in_flight_.empty()) {
-    lose_connection(make_error_code(errc::backend_protocol_error), "a reply nobody asked for");
-    return;
-  }
-  if (in_flight_.front().replies > 1) {
-    --in_flight_.front().replies;  // a leading command of a group (ASKING): not the answer
-    return;
-  }
-  request r = std::move(in_flight_.front());
-  in_flight_.pop_front();
-  complete(r, {}, std::move(reply));  // a request that already timed out has no handler
 }
 
 void connection::up() {
@@ -444,8 +412,8 @@ void connection::connect_failed(const std::string& why) {
                          config_.name, attempt_, why);
   }
   // Requests that waited for the first connection, and any written during a handshake.
-  fail_all(in_flight_, make_error_code(errc::backend_unavailable));
-  fail_all(unsent_, make_error_code(errc::backend_unavailable));
+  pipeline_.fail_all(make_error_code(errc::backend_unavailable),
+                     make_error_code(errc::backend_unavailable));
   if (attempt_ == 0) attempt_ = 1;  // a failed attempt is never retried with no delay
   schedule_reconnect();
 }
@@ -457,8 +425,7 @@ void connection::lose_connection(std::error_code for_in_flight, const std::strin
   sluice::detail::logf(sluice::log_level::warn,
                        "{}: connection to {}:{} lost ({}); failing fast while reconnecting",
                        config_.name, config_.host, config_.port, why);
-  fail_all(in_flight_, for_in_flight);
-  fail_all(unsent_, make_error_code(errc::backend_unavailable));
+  pipeline_.fail_all(for_in_flight, make_error_code(errc::backend_unavailable));
   schedule_reconnect();
 }
 
@@ -489,9 +456,8 @@ void connection::do_stop() {
   deadline_timer_.cancel();
   backoff_timer_.cancel();
   const auto ec = make_error_code(errc::backend_shutting_down);
-  fail_all(in_flight_, ec);
-  fail_all(unsent_, ec);
-  for (auto& r : batch) complete(r, ec);
+  pipeline_.fail_all(ec, ec);
+  for (auto& r : batch) pipeline_.accept(r, state::stopped, clock::now());  // fails each
 }
 
 }  // namespace sluice::redis

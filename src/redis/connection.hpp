@@ -3,17 +3,24 @@
 //
 // Callers on any thread submit formatted commands; everything queued while a write is in
 // progress goes out in the next single write (automatic pipelining, no added delay: a lone
-// request is written at once). Replies are matched FIFO. Every request has the same
-// timeout, so deadlines are FIFO-ordered and one timer on the oldest pending request
-// replaces a timer per request: it fires rarely and re-arms itself lazily.
+// request is written at once). Replies are matched FIFO. One timer, on the earliest
+// pending deadline, replaces a timer per request: it fires rarely and re-arms itself lazily.
+// What is queued, written and answered, and when a deadline or the connection runs out, is
+// request_pipeline.hpp's (no I/O, unit-tested); this class does the I/O around it.
 //
 // The connection owns its life cycle (Boost.Redis's async_run, as callbacks): connect with
 // a timeout, for TLS the TLS handshake, then a handshake (AUTH, SELECT, SCRIPT LOAD, PING),
 // all within the same timeout, then serve; on any failure close, fail what is in flight, and
 // reconnect with exponential backoff and jitter. While it is known to be down, submissions fail at
 // once with backend_unavailable (a circuit breaker: microseconds per call, not a timeout each).
-// A request may bring an earlier deadline of its own (a decision that waited in the
-// batcher, decision_batcher.hpp), so the timer goes to the earliest pending deadline.
+//
+// A request's deadline is its caller's: a decision that waited in the batcher
+// (decision_batcher.hpp), or a NOSCRIPT re-send, keeps the deadline it was given first, so
+// the timer goes to the earliest pending deadline. A request past its deadline fails with
+// backend_timeout (its reply, if it comes, is dropped); that alone says nothing about the
+// connection. The connection is declared stuck, and reconnected, only when the oldest
+// written request has had no reply for a whole command timeout since it was written, or a
+// write has not finished for as long.
 // Several connections can share one io_context (a pool is a vector of these).
 #include <atomic>
 #include <chrono>
@@ -22,6 +29,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <system_error>
@@ -32,6 +40,7 @@
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "redis/request_pipeline.hpp"
 #include "redis/resp.hpp"
 #include "redis/tls.hpp"
 
@@ -54,10 +63,6 @@ struct connection_config {
   tls_config tls;
 };
 
-/// Completion of connection::async_exec: an error (sluice::errc) or a reply (which may be a
-/// Redis error reply: that is the caller's to interpret).
-using exec_handler = std::function<void(std::error_code, reply_ptr)>;
-
 /// The reconnect delay before attempt `attempt` (0 = first retry: immediately), before
 /// jitter: backoff_min * 2^(attempt-1), at most backoff_max.
 std::chrono::milliseconds backoff_delay(unsigned attempt, std::chrono::milliseconds min,
@@ -65,12 +70,7 @@ std::chrono::milliseconds backoff_delay(unsigned attempt, std::chrono::milliseco
 
 class connection : public std::enable_shared_from_this<connection> {
  public:
-  enum class state : std::uint8_t {
-    connecting,  ///< first attempt in progress: requests wait (within their deadline)
-    up,          ///< serving
-    down,        ///< failed, retrying in the background: requests fail at once
-    stopped,     ///< stop() was called: requests fail with backend_shutting_down
-  };
+  using state = link_state;
 
   connection(boost::asio::io_context& io, connection_config config);
   ~connection();
@@ -95,6 +95,14 @@ class connection : public std::enable_shared_from_this<connection> {
   /// async_exec with a deadline of the caller's instead of now + command_timeout.
   void async_exec_until(std::chrono::steady_clock::time_point deadline, std::string command,
                         exec_handler handler, std::size_t replies = 1);
+  /// async_exec_until for code that runs on this connection's I/O thread already (a
+  /// completion handler, a posted flush): the request joins the write queue directly, with
+  /// no lock and no post, so a caller that queues requests itself (decision_batcher) gives
+  /// each of them one queue, one post and one deadline. The circuit breaker applies; the
+  /// in-flight bound does not (the caller bounds what it queues). `handler` runs inline when
+  /// the request is refused at once, or its deadline has passed already.
+  void exec_on_io_thread(std::chrono::steady_clock::time_point deadline, std::string command,
+                         exec_handler handler, std::size_t replies = 1);
 
   state current_state() const noexcept { return state_.load(std::memory_order_acquire); }
   /// Requests submitted and not yet completed (a load figure: read without a lock).
@@ -103,12 +111,7 @@ class connection : public std::enable_shared_from_this<connection> {
  private:
   using clock = std::chrono::steady_clock;
   using tls_stream = boost::asio::ssl::stream<boost::asio::ip::tcp::socket>;
-  struct request {
-    std::string command;
-    clock::time_point deadline;
-    exec_handler handler;     // empty once completed
-    std::size_t replies = 1;  // replies still expected; the handler gets the last one
-  };
+  using request = request_pipeline::request;
 
   void flush();
   void do_stop();
@@ -126,14 +129,13 @@ class connection : public std::enable_shared_from_this<connection> {
   void watch_deadline(clock::time_point deadline);
   void set_deadline_timer(clock::time_point at);
   void on_deadline();
+  std::optional<clock::time_point> write_started() const;
   void up();
   void connect_failed(const std::string& why);
   void lose_connection(std::error_code for_in_flight, const std::string& why);
   void reset_socket();
   void schedule_reconnect();
   void set_state(state s);
-  void complete(request& r, std::error_code ec, reply_ptr reply = nullptr);
-  void fail_all(std::deque<request>& q, std::error_code ec);
 
   const connection_config config_;
   boost::asio::io_context& io_;
@@ -156,17 +158,16 @@ class connection : public std::enable_shared_from_this<connection> {
   boost::asio::steady_timer deadline_timer_;
   boost::asio::steady_timer connect_timer_;
   boost::asio::steady_timer backoff_timer_;
-  std::deque<request> unsent_;     // accepted, not yet written
-  std::deque<request> in_flight_;  // written, awaiting replies in this order
   std::string write_buffer_;
   bool writing_ = false;
+  clock::time_point write_started_{};  // when writing_
   bool deadline_armed_ = false;
   clock::time_point armed_for_{};       // when deadline_armed_
   std::uint64_t timer_generation_ = 0;  // bumped per arming: a replaced wait sees a new number
   bool connecting_ = false;             // between connect() and the handshake's last reply
-  std::size_t handshake_left_ = 0;
-  std::uint64_t generation_ = 0;  // bumped per socket: stale callbacks see a new number
+  std::uint64_t generation_ = 0;        // bumped per socket: stale callbacks see a new number
   unsigned attempt_ = 0;
+  request_pipeline pipeline_;
   std::unique_ptr<reply_reader> reader_;
   std::vector<char> read_buffer_;
   std::minstd_rand jitter_;

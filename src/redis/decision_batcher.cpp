@@ -7,7 +7,6 @@
 
 #include <boost/asio/post.hpp>
 
-#include "redis/deadline_guard.hpp"
 #include "redis/decide_command.hpp"
 #include "redis/reply_action.hpp"
 
@@ -132,40 +131,37 @@ void decision_batcher::batch_done() {
   if (more) asio::post(io_, [self = shared_from_this()] { self->flush(); });
 }
 
+// send_single and send_batch run on the I/O thread (from flush, or from a completion), so
+// they hand their call to the connection's write queue directly: a decision is queued here
+// once, and its one deadline, taken at submission, travels with every call made for it.
 void decision_batcher::send_single(pending p) {
   std::string command;
   command.reserve(80 + p.full_key.size());
   append_decide_command(command, script_call::evalsha, p.full_key, p.params);
   const auto deadline = p.deadline;
   count_call(1);
-  conn_->async_exec_until(
+  conn_->exec_on_io_thread(
       deadline, std::move(command),
       [self = shared_from_this(), p = std::move(p)](std::error_code ec, reply_ptr reply) mutable {
-        decision d;
+        self->batch_done();
         if (!ec && classify_reply(*reply).what == reply_action::kind::resend_as_eval) {
-          // The server lost its scripts (SCRIPT FLUSH): send the source once. EVAL caches it
-          // again, so later calls go back to EVALSHA.
+          // The server lost its scripts (SCRIPT FLUSH): send the source once, within the
+          // same deadline. EVAL caches it again, so later calls go back to EVALSHA.
           self->noscript_.fetch_add(1, std::memory_order_relaxed);
-          auto g = guard_until(
-              self->io_, p.deadline,
-              decide_handler([self, h = std::move(p.handler)](std::error_code ec2, decision d2) {
-                self->accepted_.fetch_sub(1, std::memory_order_relaxed);
-                h(ec2, d2);
-              }));
-          self->batch_done();
-          if (!g) return;
           std::string eval;
           append_decide_command(eval, script_call::eval, p.full_key, p.params);
-          self->conn_->async_exec_until(p.deadline, std::move(eval),
-                                        [limit = p.limit, g](std::error_code ec2, reply_ptr r2) {
-                                          decision d2;
-                                          if (!ec2) ec2 = to_decision(*r2, limit, d2);
-                                          g->complete(ec2, d2);
-                                        });
+          const auto deadline = p.deadline;
+          self->conn_->exec_on_io_thread(
+              deadline, std::move(eval),
+              [self, p = std::move(p)](std::error_code ec2, reply_ptr r2) mutable {
+                decision d;
+                if (!ec2) ec2 = to_decision(*r2, p.limit, d);
+                self->finish(p, ec2, d);
+              });
           return;
         }
+        decision d;
         if (!ec) ec = to_decision(*reply, p.limit, d);
-        self->batch_done();
         self->finish(p, ec, d);
       });
 }
@@ -176,23 +172,18 @@ void decision_batcher::send_batch(std::shared_ptr<batch> b) {
   // FIFO: the first decision waited longest, so its deadline is the batch's.
   const auto deadline = b->front().deadline;
   count_call(b->size());
-  conn_->async_exec_until(
+  conn_->exec_on_io_thread(
       deadline, std::move(command),
-      [self = shared_from_this(), b](std::error_code ec, reply_ptr reply) {
+      [self = shared_from_this(), b, deadline](std::error_code ec, reply_ptr reply) {
         self->batch_done();
         if (!ec && classify_reply(*reply).what == reply_action::kind::resend_as_eval) {
           // As for one key: send the source once, within the same deadline.
           self->noscript_.fetch_add(1, std::memory_order_relaxed);
-          auto g = guard_until(self->io_, b->front().deadline,
-                               exec_handler([self, b](std::error_code ec2, reply_ptr r2) {
-                                 self->complete(*b, ec2, r2);
-                               }));
-          if (!g) return;
           std::string eval;
           append_batch_command(eval, script_call::eval, *b);
-          self->conn_->async_exec_until(
-              b->front().deadline, std::move(eval),
-              [g](std::error_code ec2, reply_ptr r2) { g->complete(ec2, std::move(r2)); });
+          self->conn_->exec_on_io_thread(
+              deadline, std::move(eval),
+              [self, b](std::error_code ec2, reply_ptr r2) { self->complete(*b, ec2, r2); });
           return;
         }
         self->complete(*b, ec, reply);

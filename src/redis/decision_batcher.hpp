@@ -13,6 +13,11 @@
 // Each decision keeps its own deadline (submission + command timeout) through the wait: a
 // batch is sent with the earliest deadline of its decisions, and a decision whose deadline
 // passed while it waited fails with backend_timeout without being sent.
+//
+// This is the only queue a decision waits in: the batcher sends from the I/O thread straight
+// into the connection's write queue (connection::exec_on_io_thread), so a decision is locked,
+// queued and posted once, and its one deadline is the connection's too. The circuit breaker
+// and the in-flight bound are checked here, once.
 #include <atomic>
 #include <chrono>
 #include <cstddef>

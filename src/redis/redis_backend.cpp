@@ -24,7 +24,6 @@
 #include "core/await_decision.hpp"
 #include "core/log.hpp"
 #include "redis/connection.hpp"
-#include "redis/deadline_guard.hpp"
 #include "redis/decide_command.hpp"
 #include "redis/decision_batcher.hpp"
 #include "redis/reply_action.hpp"
@@ -83,8 +82,6 @@ redis::connection_config make_config(const redis_options& o, const redis_url& u,
   c.name = c.tls.context ? "sluice redis (TLS)" : "sluice redis";
   return c;
 }
-
-using redis::guard_until;
 
 // Whether the I/O thread's polling may pay off: with a call or two outstanding, the next
 // event is a reply or a check that soon follows it, and the caller's thread waits for it.
@@ -217,22 +214,23 @@ class redis_backend final : public backend {
     std::string command;
     redis::append_decide_multi_command(command, redis::script_call::evalsha, c->keys);
     const auto deadline = std::chrono::steady_clock::now() + command_timeout_;
-    core_->conn->async_exec(
-        std::move(command),
-        [conn = core_->conn, io = &core_->io, deadline, c, handler = std::move(handler)](
+    core_->conn->async_exec_until(
+        deadline, std::move(command),
+        [conn = core_->conn, deadline, c, handler = std::move(handler)](
             std::error_code ec, redis::reply_ptr reply) mutable {
           if (ec) return handler(ec, {});
           if (redis::classify_reply(*reply).what == redis::reply_action::kind::resend_as_eval) {
-            // As for one key: send the source once; EVAL caches it again.
-            auto g = guard_until(*io, deadline, std::move(handler));
-            if (!g) return;
+            // As for one key: send the source once, within the same deadline; EVAL caches
+            // it again.
             std::string eval;
             redis::append_decide_multi_command(eval, redis::script_call::eval, c->keys);
-            conn->async_exec(std::move(eval), [c, g](std::error_code ec2, redis::reply_ptr r2) {
-              std::vector<decision> ds;
-              if (!ec2) ec2 = redis::to_decisions(*r2, c->capacities, ds);
-              g->complete(ec2, std::move(ds));
-            });
+            conn->exec_on_io_thread(
+                deadline, std::move(eval),
+                [c, handler = std::move(handler)](std::error_code ec2, redis::reply_ptr r2) {
+                  std::vector<decision> ds;
+                  if (!ec2) ec2 = redis::to_decisions(*r2, c->capacities, ds);
+                  handler(ec2, std::move(ds));
+                });
             return;
           }
           std::vector<decision> ds;
