@@ -19,6 +19,16 @@ verdict() {
     ok = (op == ">=") ? (v + 0 >= b + 0) : (v + 0 <= b + 0)
     print ok ? "**met**" : "**NOT met**" }'
 }
+# The open loop's p99 against BOUND us: calls it gave up sending (unsent) had waited longer
+# than the window, so any of them means the rate was not served and the target not met.
+open_verdict() {  # open_verdict NAME BOUND
+  local unsent="${F[$1.unsent]:-0}"
+  if [ "$unsent" != 0 ]; then
+    echo "**NOT met** ($unsent calls never sent)"
+  else
+    verdict "${F[$1.p99_us]:-n/a}" "<=" "$2"
+  fi
+}
 k() { awk -v v="${F[$1]:-}" 'BEGIN { if (v == "" || v == "n/a") print "n/a"; else printf "%.0f", v }'; }
 m() { awk -v v="${F[$1]:-}" 'BEGIN { if (v == "" || v == "n/a") print "n/a"; else printf "%.2fM", v / 1e6 }'; }
 
@@ -111,6 +121,8 @@ $( [ "$quick" = 1 ] && echo "
 | (same, Redis, h2load as the gRPC client) | $(k rls_redis_h2load_c50.per_sec)/s vs $(k rlsref_redis_c50.per_sec)/s | ${rls_h2_redis50}x | $(verdict "$rls_h2_redis50" ">=" 0.8) |
 | ShouldRateLimit p99 < 5 ms at 50 streams, memory (one / three descriptors) | $(f rls_memory_d1_c50.p99_us) us / $(f rls_memory_d3_c50.p99_us) us | | $(verdict "${F[rls_memory_d1_c50.p99_us]:-n/a}" "<=" 5000) / $(verdict "${F[rls_memory_d3_c50.p99_us]:-n/a}" "<=" 5000) |
 | (same, Redis) | $(f rls_redis_d1_c50.p99_us) us / $(f rls_redis_d3_c50.p99_us) us | | $(verdict "${F[rls_redis_d1_c50.p99_us]:-n/a}" "<=" 5000) / $(verdict "${F[rls_redis_d3_c50.p99_us]:-n/a}" "<=" 5000) |
+| ShouldRateLimit p99 under 5 ms at 50 streams, open loop at 80% of the closed-loop rate, memory (one descriptor; latency from each call's scheduled time) | $(f rls_memory_d1_c50_open80.p99_us) us at $(k rls_memory_d1_c50_open80.per_sec)/s of $(k rls_memory_d1_c50_open80.rate)/s, $(f rls_memory_d1_c50_open80.late) late | | $(open_verdict rls_memory_d1_c50_open80 5000) |
+| (same, Redis) | $(f rls_redis_d1_c50_open80.p99_us) us at $(k rls_redis_d1_c50_open80.per_sec)/s of $(k rls_redis_d1_c50_open80.rate)/s, $(f rls_redis_d1_c50_open80.late) late | | $(open_verdict rls_redis_d1_c50_open80 5000) |
 
 ![throughput and p99 against concurrency](bench/concurrency.svg)
 
@@ -300,6 +312,37 @@ EOF
     for c in 1 50 500; do
       [ -n "${F[rls_${b}_h2load_c$c.per_sec]:-}" ] || continue
       echo "| $b | $c | $(k "rlsref_${b}_c$c.per_sec") | $(k "rls_${b}_h2load_c$c.per_sec") | $(ratio "rls_${b}_h2load_c$c.per_sec" "rlsref_${b}_c$c.per_sec")x | $(f "rls_${b}_h2load_c$c.mean_us") | $(f "rls_${b}_h2load_c$c.server_us") | $(f "rls_${b}_h2load_c$c.failed") |"
+    done
+  done
+fi
+if [ -n "${F[rls_memory_d1_c50_open80.rate]:-}${F[rls_redis_d1_c50_open80.rate]:-}${F[rls_memory_d1_c50_open50.rate]:-}${F[rls_redis_d1_c50_open50.rate]:-}" ]; then
+  cat <<EOF
+
+Open loop: the one-descriptor call at 50 streams under \`sluice_bench_rls --rate R\`, R being
+50% and 80% of the calls/s the closed loop made at 50 streams on that backend just before
+(the table above). Each stream sends on a fixed schedule whatever the answers do, as Envoy's
+calls arrive at the rate of user traffic; latency counts from the time a call was due, not
+the time it went out, so a stall counts against every call it held back (no coordinated
+omission). A call that comes due while its stream's previous call is unanswered is *late*:
+it goes out when that answer arrives. Achieved is the answers that arrived within the
+window, per second (a backlog left from the warm-up counts there too); unsent, calls still
+owed a window's length after the window ended (given up); send lag, how long after their
+time calls went out (late ones included; with few of them, the tool's own part of the
+latency, its timer woken late by a busy machine among it). The closed loop keeps the server
+saturated, so its p99 includes the time calls wait behind one another; these rows ask for
+the latency below saturation. Many late calls, or an achieved rate under the target, mean
+this machine could not carry even that load with client and sluiced on it: calls that
+arrive spread out are batched less than a saturated closed loop's (fewer calls per read,
+write and wake-up), so each costs both of them more CPU.
+
+| Backend | Streams | Load | Target calls/s | Achieved calls/s | p50 us | p99 us | p99.9 us | Late | Unsent | Send lag p99 us | sluiced CPU us/call | errors |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|
+EOF
+  for b in memory redis; do
+    for p in 50 80; do
+      n="rls_${b}_d1_c50_open$p"
+      [ -n "${F[$n.rate]:-}" ] || continue
+      echo "| $b | 50 | $p% of closed loop ($(k "rls_${b}_d1_c50.per_sec")/s) | $(k "$n.rate") | $(k "$n.per_sec") | $(f "$n.p50_us") | $(f "$n.p99_us") | $(f "$n.p999_us") | $(f "$n.late") | $(f "$n.unsent") | $(f "$n.send_lag_p99_us") | $(f "$n.server_us") | $(f "$n.errors") |"
     done
   done
 fi
