@@ -11,11 +11,9 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <utility>
 
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -26,6 +24,7 @@
 #include "redis/connection.hpp"
 #include "redis/decide_command.hpp"
 #include "redis/decision_batcher.hpp"
+#include "redis/engine/io_runner.hpp"
 #include "redis/reply_action.hpp"
 #include "redis/scripts.hpp"
 #include "redis/standalone_backend.hpp"
@@ -34,21 +33,6 @@
 namespace sluice {
 namespace {
 namespace asio = boost::asio;
-
-// What the I/O thread needs; shared with it so that a backend destroyed on its own I/O
-// thread (the last owner released in a completion handler) can detach safely. `io` is the
-// backend's own io_context, or the caller's (redis_options::run_on).
-struct io_core {
-  explicit io_core(asio::io_context* run_on)
-      : own(run_on ? nullptr : std::make_unique<asio::io_context>(1)), io(run_on ? *run_on : *own) {
-    if (own) work.emplace(own->get_executor());
-  }
-  std::unique_ptr<asio::io_context> own;
-  asio::io_context& io;
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;  // own only
-  std::shared_ptr<redis::connection> conn;
-  std::shared_ptr<redis::decision_batcher> batcher;  // single-key decisions, on conn
-};
 
 redis::connection_config make_config(const redis_options& o, const redis_url& u,
                                      redis::tls_config tls) {
@@ -87,85 +71,48 @@ redis::connection_config make_config(const redis_options& o, const redis_url& u,
 // event is a reply or a check that soon follows it, and the caller's thread waits for it.
 // With more, the callers' threads have work, and the core a polling thread would take from
 // them is worth more than the wake-up it saves (on a 2-core machine Redis has the other).
-bool lightly_loaded(const io_core& core) {
+bool lightly_loaded(const redis::decision_batcher& batcher, const redis::connection& conn) {
   constexpr std::size_t few = 2;
-  return core.batcher->accepted() <= few && core.conn->pending() <= few;
-}
-
-// io.run(), except that after the last handler ran the thread polls for `poll_for` (yielding
-// the core in between) while `light()`, before it sleeps in epoll_wait: see
-// redis_options::poll_before_sleep.
-template <class LightLoad>
-void run_polling(asio::io_context& io, std::chrono::microseconds poll_for, LightLoad light) {
-  if (poll_for <= std::chrono::microseconds::zero()) {
-    io.run();
-    return;
-  }
-  auto busy_at = std::chrono::steady_clock::now();
-  while (!io.stopped()) {
-    if (io.poll() > 0) {
-      busy_at = std::chrono::steady_clock::now();
-    } else if (light() && std::chrono::steady_clock::now() - busy_at < poll_for) {
-      std::this_thread::yield();
-    } else {
-      io.run_one();
-      busy_at = std::chrono::steady_clock::now();
-    }
-  }
+  return batcher.accepted() <= few && conn.pending() <= few;
 }
 
 class redis_backend final : public backend {
  public:
   redis_backend(const redis_options& o, const redis_url& u, redis::tls_config tls)
       : prefix_(o.key_prefix),
-        // The connection completes every call by its deadline; this bound only guards the
-        // blocking wait against a bug turning into a hang.
-        wait_limit_(2 * o.command_timeout + std::chrono::seconds{1}),
+        wait_limit_(redis::blocking_wait_limit(o.command_timeout)),
         command_timeout_(o.command_timeout),
-        core_(std::make_shared<io_core>(o.run_on)) {
-    core_->conn = std::make_shared<redis::connection>(core_->io, make_config(o, u, std::move(tls)));
-    core_->batcher = std::make_shared<redis::decision_batcher>(
-        core_->io, core_->conn,
-        redis::batcher_options{.max_batch = o.max_batch,
-                               .max_accepted = o.max_in_flight,
-                               .command_timeout = o.command_timeout});
-    core_->conn->start();
-    if (!core_->own) return;  // the caller's io_context runs it all
-    thread_ = std::thread([core = core_, poll_for = o.poll_before_sleep] {
-      for (;;) {
-        try {
-          run_polling(core->io, poll_for, [&core] { return lightly_loaded(*core); });
-          return;
-        } catch (const std::exception& e) {
-          sluice::detail::logf(sluice::log_level::error,
-                               "sluice redis: I/O thread: unexpected exception: {}", e.what());
-        }
-      }
-    });
+        runner_(o.run_on
+                    ? redis::io_runner::borrowed(*o.run_on)
+                    : redis::io_runner::own(tls.context ? "sluice redis (TLS)" : "sluice redis")),
+        conn_(
+            std::make_shared<redis::connection>(runner_->io(), make_config(o, u, std::move(tls)))),
+        batcher_(std::make_shared<redis::decision_batcher>(
+            runner_->io(), conn_,
+            redis::batcher_options{.max_batch = o.max_batch,
+                                   .max_accepted = o.max_in_flight,
+                                   .command_timeout = o.command_timeout})) {
+    conn_->start();
+    // The polling test holds the batcher and the connection, not the backend: the thread
+    // may outlive it (see io_runner.hpp).
+    runner_->start(o.poll_before_sleep,
+                   [batcher = batcher_, conn = conn_] { return lightly_loaded(*batcher, *conn); });
   }
 
   ~redis_backend() override {
-    // The batcher first: what waits there fails before the connection's stop is posted.
-    core_->batcher->stop();
-    core_->conn->stop();
-    // On the caller's io_context the handlers posted by stop() hold the batcher and the
+    // The batcher first: what waits there fails before the connection's stop is posted. On
+    // the caller's io_context the handlers posted by stop() hold the batcher and the
     // connection (shared_from_this) and finish there; nothing waits for them.
-    if (!core_->own) return;
-    // Posted after stop(), so it runs after every pending call has been failed; run()
-    // then returns as soon as the aborted socket and timer handlers have run.
-    asio::post(core_->io, [core = core_.get()] { core->work.reset(); });
-    if (thread_.get_id() == std::this_thread::get_id()) {
-      thread_.detach();  // the thread owns core_ and finishes on its own
-    } else {
-      thread_.join();
-    }
+    batcher_->stop();
+    conn_->stop();
+    runner_->finish();
   }
 
   backend_stats stats() const noexcept override {
     backend_stats s;
-    const auto sent = core_->batcher->sent();
-    s.in_flight = core_->batcher->accepted();
-    s.up = core_->conn->current_state() == redis::connection::state::up;
+    const auto sent = batcher_->sent();
+    s.in_flight = batcher_->accepted();
+    s.up = conn_->current_state() == redis::connection::state::up;
     s.script_calls = sent.calls;
     s.batched_decisions = sent.decisions;
     s.noscript = sent.noscript;
@@ -214,10 +161,10 @@ class redis_backend final : public backend {
     std::string command;
     redis::append_decide_multi_command(command, redis::script_call::evalsha, c->keys);
     const auto deadline = std::chrono::steady_clock::now() + command_timeout_;
-    core_->conn->async_exec_until(
+    conn_->async_exec_until(
         deadline, std::move(command),
-        [conn = core_->conn, deadline, c, handler = std::move(handler)](
-            std::error_code ec, redis::reply_ptr reply) mutable {
+        [conn = conn_, deadline, c, handler = std::move(handler)](std::error_code ec,
+                                                                  redis::reply_ptr reply) mutable {
           if (ec) return handler(ec, {});
           if (redis::classify_reply(*reply).what == redis::reply_action::kind::resend_as_eval) {
             // As for one key: send the source once, within the same deadline; EVAL caches
@@ -254,8 +201,8 @@ class redis_backend final : public backend {
     // The decision path carries the step (lua/decide.lua and the batch script take any).
     return detail::await_decision(
         [&](decide_handler done) {
-          core_->batcher->submit(prefix_ + std::string(key), detail::to_limit_params(p, op, amount),
-                                 limit_of(p), std::move(done));
+          batcher_->submit(prefix_ + std::string(key), detail::to_limit_params(p, op, amount),
+                           limit_of(p), std::move(done));
         },
         wait_limit_, out);
   }
@@ -265,21 +212,19 @@ class redis_backend final : public backend {
     std::string full_key;
     full_key.reserve(prefix_.size() + key.size());
     full_key.append(prefix_).append(key);
-    core_->batcher->submit(std::move(full_key), detail::to_limit_params(p, cost), limit_of(p),
-                           std::move(handler));
+    batcher_->submit(std::move(full_key), detail::to_limit_params(p, cost), limit_of(p),
+                     std::move(handler));
   }
 
  private:
-  bool on_io_thread() const {
-    if (core_->own) return std::this_thread::get_id() == thread_.get_id();
-    return core_->io.get_executor().running_in_this_thread();
-  }
+  bool on_io_thread() const { return runner_->on_io_thread(); }
 
   std::string prefix_;
   std::chrono::nanoseconds wait_limit_;
   std::chrono::milliseconds command_timeout_;
-  std::shared_ptr<io_core> core_;
-  std::thread thread_;
+  std::shared_ptr<redis::io_runner> runner_;
+  std::shared_ptr<redis::connection> conn_;
+  std::shared_ptr<redis::decision_batcher> batcher_;  // single-key decisions, on conn_
 };
 
 }  // namespace

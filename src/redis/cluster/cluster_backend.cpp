@@ -6,10 +6,8 @@
 #include <algorithm>
 #include <span>
 #include <stdexcept>
-#include <thread>
 #include <vector>
 
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
@@ -18,18 +16,12 @@
 #include "core/log.hpp"
 #include "redis/cluster/cluster_client.hpp"
 #include "redis/cluster/key_slot.hpp"
+#include "redis/engine/io_runner.hpp"
 #include "redis/tls.hpp"
 
 namespace sluice {
 namespace {
 namespace asio = boost::asio;
-
-// Shared with the I/O thread, so a backend destroyed on that thread can detach safely.
-struct io_core {
-  asio::io_context io{1};
-  asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
-  std::shared_ptr<redis::cluster::cluster_client> client;
-};
 
 // A multi-key decision on a cluster: its items grouped by slot (in order of first
 // appearance). One group is one atomic script. Several are decided one after another;
@@ -144,40 +136,23 @@ class cluster_backend final : public backend {
  public:
   cluster_backend(const redis_options& o, const redis_cluster_url& u)
       : prefix_(o.key_prefix),
-        // Calls complete by their deadline; this only keeps a bug from becoming a hang.
-        wait_limit_(2 * o.command_timeout + std::chrono::seconds{1}),
-        core_(std::make_shared<io_core>()) {
-    // The TLS files are loaded here, before the thread starts: a bad one throws.
-    core_->client = std::make_shared<redis::cluster::cluster_client>(core_->io, o, u,
-                                                                     redis::make_tls_config(u.tls));
-    core_->client->start();
-    thread_ = std::thread([core = core_] {
-      for (;;) {
-        try {
-          core->io.run();
-          return;
-        } catch (const std::exception& e) {
-          sluice::detail::logf(sluice::log_level::error,
-                               "sluice cluster: I/O thread: unexpected exception: {}", e.what());
-        }
-      }
-    });
+        wait_limit_(redis::blocking_wait_limit(o.command_timeout)),
+        runner_(redis::io_runner::own("sluice cluster")),
+        // The TLS files are loaded here, before the thread starts: a bad one throws.
+        client_(std::make_shared<redis::cluster::cluster_client>(runner_->io(), o, u,
+                                                                 redis::make_tls_config(u.tls))) {
+    client_->start();
+    runner_->start();
   }
 
   ~cluster_backend() override {
-    core_->client->stop();
-    asio::post(core_->io, [core = core_.get()] { core->work.reset(); });
-    if (thread_.get_id() == std::this_thread::get_id()) {
-      thread_.detach();
-    } else {
-      thread_.join();
-    }
+    client_->stop();
+    runner_->finish();
   }
 
   std::error_code decide(std::string_view key, const policy& p, std::uint64_t cost,
                          decision& out) override {
-    if (std::this_thread::get_id() == thread_.get_id())
-      return make_error_code(errc::backend_unavailable);
+    if (runner_->on_io_thread()) return make_error_code(errc::backend_unavailable);
     return detail::await_decision(
         [&](decide_handler done) { async_decide(key, p, cost, std::move(done)); }, wait_limit_,
         out);
@@ -185,13 +160,12 @@ class cluster_backend final : public backend {
 
   std::error_code operate(std::string_view key, const policy& p, key_operation op,
                           std::uint64_t amount, decision& out) override {
-    if (std::this_thread::get_id() == thread_.get_id())
-      return make_error_code(errc::backend_unavailable);
+    if (runner_->on_io_thread()) return make_error_code(errc::backend_unavailable);
     // The decision path carries the step: routed by the key's slot like a check.
     return detail::await_decision(
         [&](decide_handler done) {
-          core_->client->submit(prefix_ + std::string(key), detail::to_limit_params(p, op, amount),
-                                limit_of(p), std::move(done));
+          client_->submit(prefix_ + std::string(key), detail::to_limit_params(p, op, amount),
+                          limit_of(p), std::move(done));
         },
         wait_limit_, out);
   }
@@ -201,16 +175,15 @@ class cluster_backend final : public backend {
     std::string full_key;
     full_key.reserve(prefix_.size() + key.size());
     full_key.append(prefix_).append(key);
-    core_->client->submit(std::move(full_key), detail::to_limit_params(p, cost), limit_of(p),
-                          std::move(handler));
+    client_->submit(std::move(full_key), detail::to_limit_params(p, cost), limit_of(p),
+                    std::move(handler));
   }
 
   std::error_code decide_all(std::span<const check_item> items,
                              std::vector<decision>& out) override {
     out.clear();
     if (items.empty()) return {};
-    if (std::this_thread::get_id() == thread_.get_id())
-      return make_error_code(errc::backend_unavailable);
+    if (runner_->on_io_thread()) return make_error_code(errc::backend_unavailable);
     // A cross-slot call takes a round trip per slot group: wait for all of them.
     return detail::await_decisions(
         [&](decide_all_handler done) { async_decide_all(items, std::move(done)); },
@@ -231,7 +204,7 @@ class cluster_backend final : public backend {
       return;
     }
     auto c = std::make_shared<cross_slot_call>();
-    c->client = core_->client;
+    c->client = client_;
     c->done = std::move(handler);
     for (const auto& it : items) {
       std::string full_key = prefix_ + std::string(it.key);
@@ -246,12 +219,12 @@ class cluster_backend final : public backend {
       c->costs.push_back(it.cost);
     }
     c->out.resize(items.size());
-    if (c->groups.size() > 1) core_->client->note_cross_slot();
+    if (c->groups.size() > 1) client_->note_cross_slot();
     next_group(std::move(c));
   }
 
   backend_stats stats() const noexcept override {
-    const auto c = core_->client->stats();
+    const auto c = client_->stats();
     backend_stats s;
     s.up = c.refreshes > 0;
     s.noscript = c.noscript;
@@ -268,8 +241,8 @@ class cluster_backend final : public backend {
  private:
   std::string prefix_;
   std::chrono::nanoseconds wait_limit_;
-  std::shared_ptr<io_core> core_;
-  std::thread thread_;
+  std::shared_ptr<redis::io_runner> runner_;
+  std::shared_ptr<redis::cluster::cluster_client> client_;
 };
 
 }  // namespace

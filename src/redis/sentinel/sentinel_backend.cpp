@@ -14,15 +14,14 @@
 #include <cstdlib>
 #include <mutex>
 #include <stdexcept>
-#include <thread>
 
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include "core/log.hpp"
 #include "redis/connection.hpp"
+#include "redis/engine/io_runner.hpp"
 #include "redis/resp.hpp"
 #include "redis/standalone_backend.hpp"
 #include "redis/tls.hpp"
@@ -47,10 +46,16 @@ struct master_address {
 class sentinel_core : public std::enable_shared_from_this<sentinel_core> {
  public:
   sentinel_core(redis_options options, redis_sentinel_url url, redis::tls_config tls)
-      : options_(std::move(options)), url_(std::move(url)), tls_(std::move(tls)), poll_timer_(io) {}
+      : runner(redis::io_runner::own("sluice sentinel")),
+        io(runner->io()),
+        options_(std::move(options)),
+        url_(std::move(url)),
+        tls_(std::move(tls)),
+        poll_timer_(io) {}
 
-  asio::io_context io{1};
-  asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
+  // The Sentinel connections' I/O thread (each master's backend has its own).
+  const std::shared_ptr<redis::io_runner> runner;
+  asio::io_context& io;
 
   void start() {
     for (const auto& s : url_.sentinels) {
@@ -262,28 +267,13 @@ class sentinel_backend final : public backend {
       // The TLS files are loaded here, before any thread starts: a bad one throws.
       : core_(std::make_shared<sentinel_core>(o, u, redis::make_tls_config(u.tls))) {
     core_->start();
-    thread_ = std::thread([core = core_] {
-      for (;;) {
-        try {
-          core->io.run();
-          return;
-        } catch (const std::exception& e) {
-          sluice::detail::logf(sluice::log_level::error,
-                               "sluice sentinel: I/O thread: unexpected exception: {}", e.what());
-        }
-      }
-    });
+    core_->runner->start();
     core_->wait_for_master(o.connect_timeout);
   }
 
   ~sentinel_backend() override {
     core_->stop();
-    asio::post(core_->io, [core = core_.get()] { core->work.reset(); });
-    if (thread_.get_id() == std::this_thread::get_id()) {
-      thread_.detach();
-    } else {
-      thread_.join();
-    }
+    core_->runner->finish();
     core_->take_current().reset();  // joins the master backend's thread
   }
 
@@ -363,7 +353,6 @@ class sentinel_backend final : public backend {
 
  private:
   std::shared_ptr<sentinel_core> core_;
-  std::thread thread_;
 };
 
 }  // namespace
