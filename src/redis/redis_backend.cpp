@@ -25,6 +25,7 @@
 #include "redis/decide_command.hpp"
 #include "redis/decision_batcher.hpp"
 #include "redis/engine/io_runner.hpp"
+#include "redis/engine/options.hpp"
 #include "redis/reply_action.hpp"
 #include "redis/scripts.hpp"
 #include "redis/standalone_backend.hpp"
@@ -239,15 +240,7 @@ std::shared_ptr<backend> make_redis_backend(redis_options options) {
   std::string why;
   const auto url = parse_redis_url(options.url, &why);
   if (!url) throw std::invalid_argument("invalid Redis URL: " + why);
-  if (options.connect_timeout.count() <= 0 || options.command_timeout.count() <= 0)
-    throw std::invalid_argument("Redis connect and command timeouts must be positive");
-  if (options.max_in_flight == 0) throw std::invalid_argument("max_in_flight must be positive");
-  // lua/decide_batch.lua unpacks a call's keys onto Lua's stack (at most ~8000 values).
-  if (options.max_batch == 0 || options.max_batch > 1000)
-    throw std::invalid_argument("max_batch must be 1..1000");
-  if (options.reconnect_backoff_min.count() <= 0 ||
-      options.reconnect_backoff_max < options.reconnect_backoff_min)
-    throw std::invalid_argument("reconnect backoff must satisfy 0 < min <= max");
+  redis::validate_options(options, redis::topology::standalone);
   // Loaded once, here: a bad CA, certificate or key is a start-up error, not a per-call one.
   return redis::make_standalone_backend(options, *url, redis::make_tls_config(url->tls));
 }

@@ -17,6 +17,7 @@
 #include "redis/cluster/cluster_client.hpp"
 #include "redis/cluster/key_slot.hpp"
 #include "redis/engine/io_runner.hpp"
+#include "redis/engine/options.hpp"
 #include "redis/tls.hpp"
 
 namespace sluice {
@@ -251,14 +252,7 @@ std::shared_ptr<backend> make_redis_cluster_backend(redis_options options) {
   std::string why;
   const auto url = parse_redis_cluster_url(options.url, &why);
   if (!url) throw std::invalid_argument("invalid Redis Cluster URL: " + why);
-  if (options.connect_timeout.count() <= 0 || options.command_timeout.count() <= 0)
-    throw std::invalid_argument("Redis connect and command timeouts must be positive");
-  if (options.run_on)
-    throw std::invalid_argument("redis_options::run_on is for standalone Redis only, not Cluster");
-  if (options.max_in_flight == 0) throw std::invalid_argument("max_in_flight must be positive");
-  if (options.reconnect_backoff_min.count() <= 0 ||
-      options.reconnect_backoff_max < options.reconnect_backoff_min)
-    throw std::invalid_argument("reconnect backoff must satisfy 0 < min <= max");
+  redis::validate_options(options, redis::topology::cluster);
   return std::make_shared<cluster_backend>(options, *url);
 }
 

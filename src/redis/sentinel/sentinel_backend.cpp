@@ -22,6 +22,7 @@
 #include "core/log.hpp"
 #include "redis/connection.hpp"
 #include "redis/engine/io_runner.hpp"
+#include "redis/engine/options.hpp"
 #include "redis/resp.hpp"
 #include "redis/standalone_backend.hpp"
 #include "redis/tls.hpp"
@@ -361,15 +362,8 @@ std::shared_ptr<backend> make_redis_sentinel_backend(redis_options options) {
   std::string why;
   const auto url = parse_redis_sentinel_url(options.url, &why);
   if (!url) throw std::invalid_argument("invalid Redis Sentinel URL: " + why);
-  if (options.connect_timeout.count() <= 0 || options.command_timeout.count() <= 0)
-    throw std::invalid_argument("Redis connect and command timeouts must be positive");
-  if (options.run_on)
-    throw std::invalid_argument("redis_options::run_on is for standalone Redis only, not Sentinel");
-  // Checked here as make_redis_backend does: every master's backend is built from them.
-  if (options.max_in_flight == 0) throw std::invalid_argument("max_in_flight must be positive");
-  if (options.reconnect_backoff_min.count() <= 0 ||
-      options.reconnect_backoff_max < options.reconnect_backoff_min)
-    throw std::invalid_argument("reconnect backoff must satisfy 0 < min <= max");
+  // Every master's backend is built from these options: checked here, once.
+  redis::validate_options(options, redis::topology::sentinel);
   return std::make_shared<sentinel_backend>(options, *url);
 }
 
