@@ -30,6 +30,8 @@ std::chrono::milliseconds backoff_delay(unsigned attempt, std::chrono::milliseco
 connection::connection(asio::io_context& io, connection_config config)
     : config_(std::move(config)),
       io_(io),
+      host_(config_.host),
+      port_(config_.port),
       socket_(io),
       resolver_(io),
       deadline_timer_(io),
@@ -54,6 +56,26 @@ void connection::with_stream(F&& f) {
 
 void connection::start() {
   asio::post(io_, [self = shared_from_this()] { self->connect(); });
+}
+
+void connection::retarget(std::string host, std::uint16_t port) {
+  asio::post(io_, [self = shared_from_this(), host = std::move(host), port]() mutable {
+    if (self->current_state() == state::stopped || (host == self->host_ && port == self->port_))
+      return;
+    sluice::detail::logf(sluice::log_level::info, "{}: {}:{} -> {}:{}", self->config_.name,
+                         self->host_, self->port_, host, port);
+    self->host_ = std::move(host);
+    self->port_ = port;
+    // What was written went to the old server: its fate is unknown there. What was not
+    // written waits for the new one, within its deadline.
+    self->reset_socket();
+    self->backoff_timer_.cancel();
+    self->pipeline_.fail_written(make_error_code(errc::backend_unavailable));
+    self->set_state(state::connecting);
+    self->attempt_ = 0;
+    self->connect();
+    self->arm_deadline_timer();
+  });
 }
 
 void connection::stop() {
@@ -234,19 +256,19 @@ void connection::connect() {
     self->on_tcp_connected();
   };
   boost::system::error_code addr_ec;
-  const auto addr = asio::ip::make_address(config_.host, addr_ec);
+  const auto addr = asio::ip::make_address(host_, addr_ec);
   if (!addr_ec) {
-    const std::vector<tcp::endpoint> endpoints{tcp::endpoint(addr, config_.port)};
+    const std::vector<tcp::endpoint> endpoints{tcp::endpoint(addr, port_)};
     asio::async_connect(tcp_socket(), endpoints, std::move(on_connect));
     return;
   }
   resolver_.async_resolve(
-      config_.host, std::to_string(config_.port),
+      host_, std::to_string(port_),
       [self = shared_from_this(), gen, on_connect = std::move(on_connect)](
           boost::system::error_code ec, tcp::resolver::results_type results) mutable {
         if (gen != self->generation_) return;
         if (ec) {
-          self->connect_failed("cannot resolve " + self->config_.host + ": " + ec.message());
+          self->connect_failed("cannot resolve " + self->host_ + ": " + ec.message());
           return;
         }
         asio::async_connect(self->tcp_socket(), results, std::move(on_connect));
@@ -262,8 +284,7 @@ void connection::on_tcp_connected() {
   }
   // The name checked is the one the certificate was issued for: sni= or the host. OpenSSL
   // checks it during the handshake (SSL_set1_host), so a mismatch fails it with a reason.
-  const std::string& name =
-      config_.tls.server_name.empty() ? config_.host : config_.tls.server_name;
+  const std::string& name = config_.tls.server_name.empty() ? host_ : config_.tls.server_name;
   SSL* ssl = tls_->native_handle();
   boost::system::error_code addr_ec;
   asio::ip::make_address(name, addr_ec);
@@ -389,8 +410,8 @@ void connection::up() {
   connect_timer_.cancel();
   attempt_ = 0;
   set_state(state::up);
-  sluice::detail::logf(sluice::log_level::info, "{}: connected to {}:{}", config_.name,
-                       config_.host, config_.port);
+  sluice::detail::logf(sluice::log_level::info, "{}: connected to {}:{}", config_.name, host_,
+                       port_);
   write_pending();
   arm_deadline_timer();
 }
@@ -406,7 +427,7 @@ void connection::connect_failed(const std::string& why) {
     sluice::detail::logf(
         sluice::log_level::warn,
         "{}: cannot connect to {}:{} ({}); failing fast and retrying in the background",
-        config_.name, config_.host, config_.port, why);
+        config_.name, host_, port_, why);
   } else {
     sluice::detail::logf(sluice::log_level::debug, "{}: reconnect attempt {} failed: {}",
                          config_.name, attempt_, why);
@@ -424,7 +445,7 @@ void connection::lose_connection(std::error_code for_in_flight, const std::strin
   set_state(state::down);
   sluice::detail::logf(sluice::log_level::warn,
                        "{}: connection to {}:{} lost ({}); failing fast while reconnecting",
-                       config_.name, config_.host, config_.port, why);
+                       config_.name, host_, port_, why);
   pipeline_.fail_all(for_in_flight, make_error_code(errc::backend_unavailable));
   schedule_reconnect();
 }

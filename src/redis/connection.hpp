@@ -79,6 +79,11 @@ class connection : public std::enable_shared_from_this<connection> {
 
   /// Starts connecting in the background. Call once.
   void start();
+  /// Points the connection at another server (a Sentinel's new master): the requests
+  /// written to the old one fail with backend_unavailable, the unwritten ones wait for the
+  /// new one within their deadlines, and it connects there at once (handshake included).
+  /// Nothing if it is that server already, or stopped. Thread-safe.
+  void retarget(std::string host, std::uint16_t port);
   /// Fails every pending request with backend_shutting_down, closes the socket and stops
   /// reconnecting; handlers run on the I/O thread. Thread-safe, idempotent.
   void stop();
@@ -139,6 +144,8 @@ class connection : public std::enable_shared_from_this<connection> {
 
   const connection_config config_;
   boost::asio::io_context& io_;
+  std::string host_;    // I/O thread only: config_.host until retarget()
+  std::uint16_t port_;  // I/O thread only
 
   // Shared with submitting threads (under mu_).
   std::mutex mu_;

@@ -77,7 +77,7 @@ bool lightly_loaded(const redis::decision_batcher& batcher, const redis::connect
   return batcher.accepted() <= few && conn.pending() <= few;
 }
 
-class redis_backend final : public backend {
+class redis_backend final : public redis::standalone_backend {
  public:
   redis_backend(const redis_options& o, const redis_url& u, redis::tls_config tls)
       : prefix_(o.key_prefix),
@@ -107,6 +107,10 @@ class redis_backend final : public backend {
     batcher_->stop();
     conn_->stop();
     runner_->finish();
+  }
+
+  void retarget(std::string host, std::uint16_t port) override {
+    conn_->retarget(std::move(host), port);
   }
 
   backend_stats stats() const noexcept override {
@@ -245,8 +249,8 @@ std::shared_ptr<backend> make_redis_backend(redis_options options) {
   return redis::make_standalone_backend(options, *url, redis::make_tls_config(url->tls));
 }
 
-std::shared_ptr<backend> redis::make_standalone_backend(const redis_options& options,
-                                                        const redis_url& url, tls_config tls) {
+std::shared_ptr<redis::standalone_backend> redis::make_standalone_backend(
+    const redis_options& options, const redis_url& url, tls_config tls) {
   return std::make_shared<redis_backend>(options, url, std::move(tls));
 }
 

@@ -102,4 +102,10 @@ void request_pipeline::fail_all(std::error_code written_ec, std::error_code unse
   for (auto& r : unsent) complete(r, unsent_ec);
 }
 
+void request_pipeline::fail_written(std::error_code ec) {
+  handshake_left_ = 0;
+  auto written = std::exchange(in_flight_, {});
+  for (auto& r : written) complete(r, ec);
+}
+
 }  // namespace sluice::redis

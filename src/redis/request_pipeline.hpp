@@ -96,6 +96,10 @@ class request_pipeline {
   /// new requests meanwhile; those stay.
   void fail_all(std::error_code written_ec, std::error_code unsent_ec);
 
+  /// Completes every written request with `ec` (the server they went to is gone); the
+  /// unwritten ones stay in line for the next connection. Forgets the handshake.
+  void fail_written(std::error_code ec);
+
   std::size_t in_flight() const noexcept { return in_flight_.size(); }
 
  private:

@@ -184,4 +184,25 @@ TEST(RedisConnectionTest, ExecOnTheIoThreadIsAnsweredInOrder) {
   EXPECT_EQ(done.get_future().get(), (std::vector<long long>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
 }
 
+// A Sentinel's failover, as the connection sees it: pointed at another server, it connects
+// there at once, and a request sent meanwhile is answered by the new server.
+TEST(RedisConnectionTest, RetargetedItServesFromTheNewServer) {
+  sluice::test::redis_server a, b;
+  connected c(a, 1000ms);
+  ASSERT_FALSE(c.exec({"SET", "where", "a"}).ec);
+  {
+    connected on_b(b, 1000ms);
+    ASSERT_FALSE(on_b.exec({"SET", "where", "b"}).ec);  // what tells b apart
+  }
+  c.conn().retarget("127.0.0.1", b.port());
+  // Sent right after the retarget: it waits for the new connection, it does not fail.
+  auto o = c.exec({"GET", "where"});
+  ASSERT_FALSE(o.ec) << o.ec.message();
+  ASSERT_TRUE(o.reply);
+  EXPECT_EQ(sluice::redis::reply_text(*o.reply), "b");
+  EXPECT_EQ(c.conn().current_state(), connection::state::up);
+  c.conn().retarget("127.0.0.1", b.port());  // the same server: nothing happens
+  EXPECT_EQ(c.exec({"GET", "where"}).ec, std::error_code{});
+}
+
 }  // namespace

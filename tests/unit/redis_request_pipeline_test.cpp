@@ -190,4 +190,18 @@ TEST(RedisRequestPipelineTest, FailAllCompletesWrittenAndUnsentWithTheirOwnError
   EXPECT_EQ(f.p.next_expiry(std::nullopt), std::nullopt);
 }
 
+TEST(RedisRequestPipelineTest, FailWrittenKeepsTheUnwrittenForTheNextServer) {
+  fixture f;
+  ASSERT_TRUE(f.submit(0, t0 + timeout, t0));
+  f.write(t0);
+  ASSERT_TRUE(f.submit(1, t0 + timeout, t0, link_state::connecting));
+  f.p.fail_written(make_error_code(errc::backend_unavailable));
+  ASSERT_TRUE(f.o.got[0]);
+  EXPECT_EQ(f.o.got[0]->ec, make_error_code(errc::backend_unavailable));
+  EXPECT_FALSE(f.o.got[1]);
+  EXPECT_EQ(f.write(t0 + 1ms), "CMD1;");  // goes out on the new connection
+  EXPECT_EQ(f.p.on_reply(integer(5)), kind::answered);
+  EXPECT_EQ(f.o.got[1]->value, 5);
+}
+
 }  // namespace

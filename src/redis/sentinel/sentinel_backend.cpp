@@ -3,9 +3,10 @@
 // AUTH with their own credentials (sentinel_password=); the master gets the URL's user
 // info; with rediss+sentinel:// both use TLS, with one TLS context for the whole backend. The
 // sentinels are asked again when a call fails (connection lost, timeout, READONLY from a demoted
-// master) and every sentinel_poll_interval; when the answer changes, a backend on the new master
-// replaces the old one. Calls in flight on the old one end as backend errors, which the
-// limiter turns into the failure mode.
+// master) and every sentinel_poll_interval. Sentinel is an address source: when the answer
+// changes, the master backend's one connection is pointed at the new master (nothing is
+// rebuilt, no thread is started). Calls written to the old master end as backend errors,
+// which the limiter turns into the failure mode; calls not yet written go to the new one.
 #include <sluice/error.hpp>
 #include <sluice/redis_cluster.hpp>
 
@@ -97,7 +98,7 @@ class sentinel_core : public std::enable_shared_from_this<sentinel_core> {
     asio::post(io, [self = shared_from_this()] { self->poll_timer_.cancel(); });
   }
 
-  // The current master's counters, with those of the masters before it.
+  // The master backend's counters (one backend, whichever master it points at).
   backend_stats stats() {
     std::lock_guard lock(mu_);
     backend_stats s;
@@ -106,19 +107,16 @@ class sentinel_core : public std::enable_shared_from_this<sentinel_core> {
     } else {
       s.up = false;
     }
-    s.script_calls += retired_.script_calls;
-    s.batched_decisions += retired_.batched_decisions;
-    s.noscript += retired_.noscript;
-    s.failovers = retired_.failovers;
+    s.failovers = failovers_;
     return s;
   }
 
-  // The master's backend now; null before the first answer or after stop().
-  std::shared_ptr<backend> current() {
+  // The master's backend; null before the first answer or after stop().
+  std::shared_ptr<redis::standalone_backend> current() {
     std::lock_guard lock(mu_);
     return current_;
   }
-  std::shared_ptr<backend> take_current() {
+  std::shared_ptr<redis::standalone_backend> take_current() {
     std::lock_guard lock(mu_);
     return std::exchange(current_, nullptr);
   }
@@ -193,45 +191,49 @@ class sentinel_core : public std::enable_shared_from_this<sentinel_core> {
     });
   }
 
-  // I/O thread: switch to the master at `a` if it is a new one.
+  // I/O thread: the master is at `a`. The first answer builds the backend; a new address
+  // after that points its connection there (Sentinel is an address source: nothing is
+  // rebuilt, and what the backend counts stays with it).
   void use(const master_address& a) {
     if (a == master_) return;
+    std::shared_ptr<redis::standalone_backend> b;
+    {
+      std::lock_guard lock(mu_);
+      if (stopped_) return;
+      b = current_;
+    }
+    if (b) {
+      sluice::detail::logf(sluice::log_level::info,
+                           "sluice sentinel: master \"{}\" is {}:{} (failed over)",
+                           url_.master_name, a.host, a.port);
+      master_ = a;
+      b->retarget(a.host, a.port);
+      std::lock_guard lock(mu_);
+      ++failovers_;
+      return;
+    }
     redis_url u;
     u.user = url_.user;
     u.password = url_.password;
     u.host = a.host;
     u.port = a.port;
     u.db = url_.db;
-    std::shared_ptr<backend> fresh;
     try {
-      fresh = redis::make_standalone_backend(options_, u, tls_);
+      b = redis::make_standalone_backend(options_, u, tls_);
     } catch (const std::exception& e) {
       sluice::detail::logf(sluice::log_level::error, "sluice sentinel: cannot use master {}:{}: {}",
                            a.host, a.port, e.what());
       return;
     }
-    sluice::detail::logf(sluice::log_level::info, "sluice sentinel: master \"{}\" is {}:{}{}",
-                         url_.master_name, a.host, a.port,
-                         master_.port == 0 ? "" : " (failed over)");
-    const bool failover = master_.port != 0;
+    sluice::detail::logf(sluice::log_level::info, "sluice sentinel: master \"{}\" is {}:{}",
+                         url_.master_name, a.host, a.port);
     master_ = a;
-    std::shared_ptr<backend> old;
     {
       std::lock_guard lock(mu_);
-      if (stopped_) return;
-      old = std::exchange(current_, std::move(fresh));
-      // The counters stay monotonic across masters: the old backend's are kept.
-      if (old) {
-        const auto o = old->stats();
-        retired_.script_calls += o.script_calls;
-        retired_.batched_decisions += o.batched_decisions;
-        retired_.noscript += o.noscript;
-      }
-      if (failover) ++retired_.failovers;
+      if (stopped_) return;  // `b` is released here, on this thread: it is not b's own
+      current_ = std::move(b);
     }
     cv_.notify_all();
-    // `old` is released here: its pending calls end with backend_shutting_down and its
-    // thread is joined (this is not that thread).
   }
 
   const redis_options options_;
@@ -242,8 +244,8 @@ class sentinel_core : public std::enable_shared_from_this<sentinel_core> {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::shared_ptr<backend> current_;
-  backend_stats retired_;  // counters of the masters before current_, and the failovers
+  std::shared_ptr<redis::standalone_backend> current_;
+  std::uint64_t failovers_ = 0;
   bool stopped_ = false;
 
   std::atomic<bool> ask_wanted_{false};
@@ -275,7 +277,7 @@ class sentinel_backend final : public backend {
   ~sentinel_backend() override {
     core_->stop();
     core_->runner->finish();
-    core_->take_current().reset();  // joins the master backend's thread
+    core_->take_current().reset();  // joins the master backend's I/O thread
   }
 
   backend_stats stats() const noexcept override { return core_->stats(); }
