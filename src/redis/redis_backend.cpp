@@ -8,15 +8,11 @@
 #include <sluice/error.hpp>
 
 #include <memory>
-#include <optional>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 #include <utility>
 
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include "algorithm/limit.hpp"
 #include "core/await_decision.hpp"
@@ -24,6 +20,7 @@
 #include "redis/connection.hpp"
 #include "redis/decide_command.hpp"
 #include "redis/decision_batcher.hpp"
+#include "redis/engine/engine_backend.hpp"
 #include "redis/engine/io_runner.hpp"
 #include "redis/engine/options.hpp"
 #include "redis/reply_action.hpp"
@@ -33,7 +30,6 @@
 
 namespace sluice {
 namespace {
-namespace asio = boost::asio;
 
 redis::connection_config make_config(const redis_options& o, const redis_url& u,
                                      redis::tls_config tls) {
@@ -77,26 +73,24 @@ bool lightly_loaded(const redis::decision_batcher& batcher, const redis::connect
   return batcher.accepted() <= few && conn.pending() <= few;
 }
 
-class redis_backend final : public redis::standalone_backend {
+class redis_backend final : public redis::engine_backend<redis::standalone_backend> {
  public:
   redis_backend(const redis_options& o, const redis_url& u, redis::tls_config tls)
-      : prefix_(o.key_prefix),
-        wait_limit_(redis::blocking_wait_limit(o.command_timeout)),
+      : engine_backend(o, o.run_on ? redis::io_runner::borrowed(*o.run_on)
+                                   : redis::io_runner::own(tls.context ? "sluice redis (TLS)"
+                                                                       : "sluice redis")),
         command_timeout_(o.command_timeout),
-        runner_(o.run_on
-                    ? redis::io_runner::borrowed(*o.run_on)
-                    : redis::io_runner::own(tls.context ? "sluice redis (TLS)" : "sluice redis")),
         conn_(
-            std::make_shared<redis::connection>(runner_->io(), make_config(o, u, std::move(tls)))),
+            std::make_shared<redis::connection>(runner().io(), make_config(o, u, std::move(tls)))),
         batcher_(std::make_shared<redis::decision_batcher>(
-            runner_->io(), conn_,
+            runner().io(), conn_,
             redis::batcher_options{.max_batch = o.max_batch,
                                    .max_accepted = o.max_in_flight,
                                    .command_timeout = o.command_timeout})) {
     conn_->start();
     // The polling test holds the batcher and the connection, not the backend: the thread
     // may outlive it (see io_runner.hpp).
-    runner_->start(o.poll_before_sleep,
+    runner().start(o.poll_before_sleep,
                    [batcher = batcher_, conn = conn_] { return lightly_loaded(*batcher, *conn); });
   }
 
@@ -106,7 +100,7 @@ class redis_backend final : public redis::standalone_backend {
     // connection (shared_from_this) and finish there; nothing waits for them.
     batcher_->stop();
     conn_->stop();
-    runner_->finish();
+    runner().finish();
   }
 
   void retarget(std::string host, std::uint16_t port) override {
@@ -130,7 +124,7 @@ class redis_backend final : public redis::standalone_backend {
     if (items.empty()) return {};
     if (on_io_thread()) return make_error_code(errc::backend_unavailable);
     return detail::await_decisions(
-        [&](decide_all_handler done) { async_decide_all(items, std::move(done)); }, wait_limit_,
+        [&](decide_all_handler done) { async_decide_all(items, std::move(done)); }, wait_limit(),
         out);
   }
 
@@ -157,7 +151,7 @@ class redis_backend final : public redis::standalone_backend {
     auto c = std::make_shared<call>();
     c->full_keys.reserve(items.size());
     for (const auto& it : items) {
-      c->full_keys.push_back(prefix_ + std::string(it.key));
+      c->full_keys.push_back(full_key(it.key));
       c->capacities.push_back(limit_of(it.policy));
     }
     for (std::size_t i = 0; i < items.size(); ++i) {
@@ -191,43 +185,13 @@ class redis_backend final : public redis::standalone_backend {
         });
   }
 
-  std::error_code decide(std::string_view key, const policy& p, std::uint64_t cost,
-                         decision& out) override {
-    // Waiting on the I/O thread for the I/O thread would never end.
-    if (on_io_thread()) return make_error_code(errc::backend_unavailable);
-    return detail::await_decision(
-        [&](decide_handler done) { async_decide(key, p, cost, std::move(done)); }, wait_limit_,
-        out);
-  }
-
-  std::error_code operate(std::string_view key, const policy& p, key_operation op,
-                          std::uint64_t amount, decision& out) override {
-    if (on_io_thread()) return make_error_code(errc::backend_unavailable);
-    // The decision path carries the step (lua/decide.lua and the batch script take any).
-    return detail::await_decision(
-        [&](decide_handler done) {
-          batcher_->submit(prefix_ + std::string(key), detail::to_limit_params(p, op, amount),
-                           limit_of(p), std::move(done));
-        },
-        wait_limit_, out);
-  }
-
-  void async_decide(std::string_view key, const policy& p, std::uint64_t cost,
-                    decide_handler handler) override {
-    std::string full_key;
-    full_key.reserve(prefix_.size() + key.size());
-    full_key.append(prefix_).append(key);
-    batcher_->submit(std::move(full_key), detail::to_limit_params(p, cost), limit_of(p),
-                     std::move(handler));
-  }
-
  private:
-  bool on_io_thread() const { return runner_->on_io_thread(); }
+  void submit(std::string full_key, const detail::limit_params& params, std::uint64_t limit,
+              decide_handler handler) override {
+    batcher_->submit(std::move(full_key), params, limit, std::move(handler));
+  }
 
-  std::string prefix_;
-  std::chrono::nanoseconds wait_limit_;
   std::chrono::milliseconds command_timeout_;
-  std::shared_ptr<redis::io_runner> runner_;
   std::shared_ptr<redis::connection> conn_;
   std::shared_ptr<redis::decision_batcher> batcher_;  // single-key decisions, on conn_
 };

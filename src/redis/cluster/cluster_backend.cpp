@@ -16,6 +16,7 @@
 #include "core/log.hpp"
 #include "redis/cluster/cluster_client.hpp"
 #include "redis/cluster/key_slot.hpp"
+#include "redis/engine/engine_backend.hpp"
 #include "redis/engine/io_runner.hpp"
 #include "redis/engine/options.hpp"
 #include "redis/tls.hpp"
@@ -133,62 +134,31 @@ void next_group(std::shared_ptr<cross_slot_call> c) {
       });
 }
 
-class cluster_backend final : public backend {
+class cluster_backend final : public redis::engine_backend<> {
  public:
   cluster_backend(const redis_options& o, const redis_cluster_url& u)
-      : prefix_(o.key_prefix),
-        wait_limit_(redis::blocking_wait_limit(o.command_timeout)),
-        runner_(redis::io_runner::own("sluice cluster")),
+      : engine_backend(o, redis::io_runner::own("sluice cluster")),
         // The TLS files are loaded here, before the thread starts: a bad one throws.
-        client_(std::make_shared<redis::cluster::cluster_client>(runner_->io(), o, u,
+        client_(std::make_shared<redis::cluster::cluster_client>(runner().io(), o, u,
                                                                  redis::make_tls_config(u.tls))) {
     client_->start();
-    runner_->start();
+    runner().start();
   }
 
   ~cluster_backend() override {
     client_->stop();
-    runner_->finish();
-  }
-
-  std::error_code decide(std::string_view key, const policy& p, std::uint64_t cost,
-                         decision& out) override {
-    if (runner_->on_io_thread()) return make_error_code(errc::backend_unavailable);
-    return detail::await_decision(
-        [&](decide_handler done) { async_decide(key, p, cost, std::move(done)); }, wait_limit_,
-        out);
-  }
-
-  std::error_code operate(std::string_view key, const policy& p, key_operation op,
-                          std::uint64_t amount, decision& out) override {
-    if (runner_->on_io_thread()) return make_error_code(errc::backend_unavailable);
-    // The decision path carries the step: routed by the key's slot like a check.
-    return detail::await_decision(
-        [&](decide_handler done) {
-          client_->submit(prefix_ + std::string(key), detail::to_limit_params(p, op, amount),
-                          limit_of(p), std::move(done));
-        },
-        wait_limit_, out);
-  }
-
-  void async_decide(std::string_view key, const policy& p, std::uint64_t cost,
-                    decide_handler handler) override {
-    std::string full_key;
-    full_key.reserve(prefix_.size() + key.size());
-    full_key.append(prefix_).append(key);
-    client_->submit(std::move(full_key), detail::to_limit_params(p, cost), limit_of(p),
-                    std::move(handler));
+    runner().finish();
   }
 
   std::error_code decide_all(std::span<const check_item> items,
                              std::vector<decision>& out) override {
     out.clear();
     if (items.empty()) return {};
-    if (runner_->on_io_thread()) return make_error_code(errc::backend_unavailable);
+    if (on_io_thread()) return make_error_code(errc::backend_unavailable);
     // A cross-slot call takes a round trip per slot group: wait for all of them.
     return detail::await_decisions(
         [&](decide_all_handler done) { async_decide_all(items, std::move(done)); },
-        wait_limit_ * static_cast<std::int64_t>(items.size()), out);
+        wait_limit() * static_cast<std::int64_t>(items.size()), out);
   }
 
   void async_decide_all(std::span<const check_item> items, decide_all_handler handler) override {
@@ -208,13 +178,13 @@ class cluster_backend final : public backend {
     c->client = client_;
     c->done = std::move(handler);
     for (const auto& it : items) {
-      std::string full_key = prefix_ + std::string(it.key);
-      const std::uint16_t slot = redis::cluster::key_slot(full_key);
+      std::string key = full_key(it.key);
+      const std::uint16_t slot = redis::cluster::key_slot(key);
       std::size_t g = 0;
       while (g < c->groups.size() && c->groups[g].slot != slot) ++g;
       if (g == c->groups.size()) c->groups.push_back({slot, {}});
       c->groups[g].items.push_back(c->keys.size());
-      c->keys.push_back(std::move(full_key));
+      c->keys.push_back(std::move(key));
       c->params.push_back(detail::to_limit_params(it.policy, it.cost));
       c->policies.push_back(it.policy);
       c->costs.push_back(it.cost);
@@ -240,9 +210,11 @@ class cluster_backend final : public backend {
   }
 
  private:
-  std::string prefix_;
-  std::chrono::nanoseconds wait_limit_;
-  std::shared_ptr<redis::io_runner> runner_;
+  void submit(std::string full_key, const detail::limit_params& params, std::uint64_t limit,
+              decide_handler handler) override {
+    client_->submit(std::move(full_key), params, limit, std::move(handler));
+  }
+
   std::shared_ptr<redis::cluster::cluster_client> client_;
 };
 

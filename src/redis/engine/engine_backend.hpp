@@ -1,0 +1,83 @@
+#pragma once
+// What every Redis topology's backend does the same way, written once: the key prefix, the
+// I/O runner (io_runner.hpp), the blocking wait (refused on the I/O thread, where it would
+// never end) and the single-key path. A check or a key operation is one decision: the full
+// key and the algorithm's parameters go to the topology's submit() (the standalone batcher,
+// the Cluster client), which owns the breaker, the in-flight bound, the deadline and the
+// NOSCRIPT re-send. So one check reads: limiter -> engine_backend::async_decide ->
+// submit (topology) -> connection.
+//
+// `Base` is sluice::backend, or an interface that extends it (standalone_backend).
+#include <sluice/backend.hpp>
+#include <sluice/error.hpp>
+#include <sluice/redis_backend.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "algorithm/limit.hpp"
+#include "core/await_decision.hpp"
+#include "redis/engine/io_runner.hpp"
+
+namespace sluice::redis {
+
+template <class Base = backend>
+class engine_backend : public Base {
+ public:
+  std::error_code decide(std::string_view key, const policy& p, std::uint64_t cost,
+                         decision& out) final {
+    if (on_io_thread()) return make_error_code(errc::backend_unavailable);
+    return detail::await_decision(
+        [&](decide_handler done) { async_decide(key, p, cost, std::move(done)); }, wait_limit_,
+        out);
+  }
+
+  // The decision path carries the step (every decision script takes any).
+  std::error_code operate(std::string_view key, const policy& p, key_operation op,
+                          std::uint64_t amount, decision& out) final {
+    if (on_io_thread()) return make_error_code(errc::backend_unavailable);
+    return detail::await_decision(
+        [&](decide_handler done) {
+          submit(full_key(key), detail::to_limit_params(p, op, amount), limit_of(p),
+                 std::move(done));
+        },
+        wait_limit_, out);
+  }
+
+  void async_decide(std::string_view key, const policy& p, std::uint64_t cost,
+                    decide_handler handler) final {
+    submit(full_key(key), detail::to_limit_params(p, cost), limit_of(p), std::move(handler));
+  }
+
+ protected:
+  engine_backend(const redis_options& o, std::shared_ptr<io_runner> runner)
+      : prefix_(o.key_prefix),
+        wait_limit_(blocking_wait_limit(o.command_timeout)),
+        runner_(std::move(runner)) {}
+
+  /// The topology's queue: decides `params` on `full_key`; `handler` runs exactly once, on
+  /// the I/O thread or inline when refused at once. Thread-safe.
+  virtual void submit(std::string full_key, const detail::limit_params& params, std::uint64_t limit,
+                      decide_handler handler) = 0;
+
+  std::string full_key(std::string_view key) const {
+    std::string k;
+    k.reserve(prefix_.size() + key.size());
+    k.append(prefix_).append(key);
+    return k;
+  }
+  bool on_io_thread() const { return runner_->on_io_thread(); }
+  io_runner& runner() const noexcept { return *runner_; }
+  std::chrono::nanoseconds wait_limit() const noexcept { return wait_limit_; }
+
+ private:
+  const std::string prefix_;
+  const std::chrono::nanoseconds wait_limit_;
+  const std::shared_ptr<io_runner> runner_;
+};
+
+}  // namespace sluice::redis
