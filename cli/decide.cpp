@@ -30,7 +30,8 @@ int run_decide(const decide_args& a, decide_kind kind) {
     const auto d = kind == decide_kind::check ? lim->check(a.backend.key, *p, a.cost, ec)
                                               : lim->peek(a.backend.key, *p, a.cost, ec);
     if (ec) {
-      std::cerr << "sluice: invalid input: " << ec.message() << "\n";
+      // One write per line: the backend's I/O thread may log a warning at the same moment.
+      std::cerr << ("sluice: invalid input: " + ec.message() + "\n");
       return exit_invalid;
     }
     std::cout << to_json_line(d) << "\n";

@@ -45,11 +45,12 @@ int run_operation(const operation_args& a, key_operation op) {
   std::error_code ec;
   const auto d = lim->operate(a.backend.key, *p, op, amount, ec);
   if (ec && is_invalid_input(ec)) {
-    std::cerr << "sluice: invalid input: " << invalid_input(ec, a.policy, *p, cost) << "\n";
+    // One write per line: the backend's I/O thread may log a warning at the same moment.
+    std::cerr << ("sluice: invalid input: " + invalid_input(ec, a.policy, *p, cost) + "\n");
     return exit_invalid;
   }
   if (ec) {
-    std::cerr << "sluice: backend failed: " << ec.message() << "\n";
+    std::cerr << ("sluice: backend failed: " + ec.message() + "\n");
     return exit_backend_failed;
   }
   std::cout << to_json_line(d) << std::endl;
