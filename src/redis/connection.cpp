@@ -387,8 +387,10 @@ void connection::start_read() {
 }
 
 void connection::on_reply(reply_ptr reply) {
-  // The error text is read before the pipeline takes the reply.
-  const std::string refused = is_error(*reply) ? std::string(reply_text(*reply)) : std::string();
+  // A refused handshake is logged with the server's words, read before the pipeline takes
+  // the reply; a request's reply (the hot path) is not looked at here.
+  std::string refused;
+  if (pipeline_.in_handshake() && is_error(*reply)) refused = reply_text(*reply);
   switch (pipeline_.on_reply(std::move(reply))) {
     case request_pipeline::reply_kind::handshake_refused:
       connect_failed("handshake refused: " + refused);
