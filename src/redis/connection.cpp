@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <random>
 #include <utility>
 
 #include <openssl/ssl.h>
@@ -19,14 +20,6 @@ namespace sluice::redis {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
-std::chrono::milliseconds backoff_delay(unsigned attempt, std::chrono::milliseconds min,
-                                        std::chrono::milliseconds max) noexcept {
-  if (attempt == 0) return std::chrono::milliseconds{0};
-  auto d = std::max(min, std::chrono::milliseconds{1});
-  for (unsigned i = 1; i < attempt && d < max; ++i) d *= 2;
-  return std::min(d, max);
-}
-
 connection::connection(asio::io_context& io, connection_config config)
     : config_(std::move(config)),
       io_(io),
@@ -37,9 +30,9 @@ connection::connection(asio::io_context& io, connection_config config)
       deadline_timer_(io),
       connect_timer_(io),
       backoff_timer_(io),
+      life_(config_.backoff_min, config_.backoff_max, std::random_device{}()),
       pipeline_(config_.command_timeout, pending_),
-      read_buffer_(64 * 1024),
-      jitter_(std::random_device{}()) {}
+      read_buffer_(64 * 1024) {}
 
 connection::~connection() = default;
 
@@ -60,8 +53,8 @@ void connection::start() {
 
 void connection::retarget(std::string host, std::uint16_t port) {
   asio::post(io_, [self = shared_from_this(), host = std::move(host), port]() mutable {
-    if (self->current_state() == state::stopped || (host == self->host_ && port == self->port_))
-      return;
+    if (host == self->host_ && port == self->port_) return;
+    if (!self->life_.retarget()) return;  // stopped
     sluice::detail::logf(sluice::log_level::info, "{}: {}:{} -> {}:{}", self->config_.name,
                          self->host_, self->port_, host, port);
     self->host_ = std::move(host);
@@ -71,8 +64,6 @@ void connection::retarget(std::string host, std::uint16_t port) {
     self->reset_socket();
     self->backoff_timer_.cancel();
     self->pipeline_.fail_written(make_error_code(errc::backend_unavailable));
-    self->set_state(state::connecting);
-    self->attempt_ = 0;
     self->connect();
     self->arm_deadline_timer();
   });
@@ -410,55 +401,44 @@ void connection::on_reply(reply_ptr reply) {
 void connection::up() {
   connecting_ = false;
   connect_timer_.cancel();
-  attempt_ = 0;
-  set_state(state::up);
+  life_.connected();
   sluice::detail::logf(sluice::log_level::info, "{}: connected to {}:{}", config_.name, host_,
                        port_);
   write_pending();
   arm_deadline_timer();
 }
 
-void connection::set_state(state s) { state_.store(s, std::memory_order_release); }
-
 void connection::connect_failed(const std::string& why) {
-  if (current_state() == state::stopped) return;
+  const auto failure = life_.attempt_failed();
+  if (!failure) return;  // stopped
   reset_socket();
-  const state before = current_state();
-  if (before != state::down) {
-    set_state(state::down);
+  if (failure->first) {
     sluice::detail::logf(
         sluice::log_level::warn,
         "{}: cannot connect to {}:{} ({}); failing fast and retrying in the background",
         config_.name, host_, port_, why);
   } else {
     sluice::detail::logf(sluice::log_level::debug, "{}: reconnect attempt {} failed: {}",
-                         config_.name, attempt_, why);
+                         config_.name, life_.failed_attempts(), why);
   }
   // Requests that waited for the first connection, and any written during a handshake.
   pipeline_.fail_all(make_error_code(errc::backend_unavailable),
                      make_error_code(errc::backend_unavailable));
-  if (attempt_ == 0) attempt_ = 1;  // a failed attempt is never retried with no delay
-  schedule_reconnect();
+  schedule_reconnect(failure->retry_in);
 }
 
 void connection::lose_connection(std::error_code for_in_flight, const std::string& why) {
-  if (current_state() == state::stopped) return;
+  const auto failure = life_.lost();
+  if (!failure) return;  // stopped
   reset_socket();
-  set_state(state::down);
   sluice::detail::logf(sluice::log_level::warn,
                        "{}: connection to {}:{} lost ({}); failing fast while reconnecting",
                        config_.name, host_, port_, why);
   pipeline_.fail_all(for_in_flight, make_error_code(errc::backend_unavailable));
-  schedule_reconnect();
+  schedule_reconnect(failure->retry_in);
 }
 
-void connection::schedule_reconnect() {
-  auto delay = backoff_delay(attempt_++, config_.backoff_min, config_.backoff_max);
-  if (delay.count() > 1) {
-    // Jitter in [delay/2, delay]: clients that lost one server do not return in lockstep.
-    std::uniform_int_distribution<long> dist(delay.count() / 2, delay.count());
-    delay = std::chrono::milliseconds{dist(jitter_)};
-  }
+void connection::schedule_reconnect(std::chrono::milliseconds delay) {
   backoff_timer_.expires_after(delay);
   backoff_timer_.async_wait(
       [self = shared_from_this(), gen = generation_](boost::system::error_code ec) {
@@ -474,7 +454,7 @@ void connection::do_stop() {
     stopped_ = true;
     batch.swap(submitted_);
   }
-  set_state(state::stopped);
+  life_.stop();
   reset_socket();
   deadline_timer_.cancel();
   backoff_timer_.cancel();

@@ -11,7 +11,7 @@
 // The connection owns its life cycle (Boost.Redis's async_run, as callbacks): connect with
 // a timeout, for TLS the TLS handshake, then a handshake (AUTH, SELECT, SCRIPT LOAD, PING),
 // all within the same timeout, then serve; on any failure close, fail what is in flight, and
-// reconnect with exponential backoff and jitter. While it is known to be down, submissions fail at
+// reconnect with exponential backoff and jitter (when, and in which state: link_lifecycle.hpp). While it is known to be down, submissions fail at
 // once with backend_unavailable (a circuit breaker: microseconds per call, not a timeout each).
 //
 // A request's deadline is its caller's: a decision that waited in the batcher
@@ -30,7 +30,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -40,6 +39,7 @@
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "redis/link_lifecycle.hpp"
 #include "redis/request_pipeline.hpp"
 #include "redis/resp.hpp"
 #include "redis/tls.hpp"
@@ -62,11 +62,6 @@ struct connection_config {
   /// TLS when `tls.context` is set (shared by every connection of a backend).
   tls_config tls;
 };
-
-/// The reconnect delay before attempt `attempt` (0 = first retry: immediately), before
-/// jitter: backoff_min * 2^(attempt-1), at most backoff_max.
-std::chrono::milliseconds backoff_delay(unsigned attempt, std::chrono::milliseconds min,
-                                        std::chrono::milliseconds max) noexcept;
 
 class connection : public std::enable_shared_from_this<connection> {
  public:
@@ -109,7 +104,7 @@ class connection : public std::enable_shared_from_this<connection> {
   void exec_on_io_thread(std::chrono::steady_clock::time_point deadline, std::string command,
                          exec_handler handler, std::size_t replies = 1);
 
-  state current_state() const noexcept { return state_.load(std::memory_order_acquire); }
+  state current_state() const noexcept { return life_.state(); }
   /// Requests submitted and not yet completed (a load figure: read without a lock).
   std::size_t pending() const noexcept { return pending_.load(std::memory_order_relaxed); }
 
@@ -139,8 +134,7 @@ class connection : public std::enable_shared_from_this<connection> {
   void connect_failed(const std::string& why);
   void lose_connection(std::error_code for_in_flight, const std::string& why);
   void reset_socket();
-  void schedule_reconnect();
-  void set_state(state s);
+  void schedule_reconnect(std::chrono::milliseconds delay);
 
   const connection_config config_;
   boost::asio::io_context& io_;
@@ -152,7 +146,6 @@ class connection : public std::enable_shared_from_this<connection> {
   std::vector<request> submitted_;
   bool flush_posted_ = false;
   bool stopped_ = false;
-  std::atomic<state> state_{state::connecting};
   std::atomic<std::size_t> pending_{0};  // submitted and not yet completed
 
   // I/O thread only.
@@ -173,11 +166,10 @@ class connection : public std::enable_shared_from_this<connection> {
   std::uint64_t timer_generation_ = 0;  // bumped per arming: a replaced wait sees a new number
   bool connecting_ = false;             // between connect() and the handshake's last reply
   std::uint64_t generation_ = 0;        // bumped per socket: stale callbacks see a new number
-  unsigned attempt_ = 0;
+  link_lifecycle life_;  // the state (read by any thread) and the backoff
   request_pipeline pipeline_;
   std::unique_ptr<reply_reader> reader_;
   std::vector<char> read_buffer_;
-  std::minstd_rand jitter_;
 };
 
 }  // namespace sluice::redis

@@ -8,7 +8,7 @@
 #include <boost/asio/post.hpp>
 
 #include "redis/decide_command.hpp"
-#include "redis/reply_action.hpp"
+#include "redis/engine/script_exec.hpp"
 
 namespace sluice::redis {
 namespace asio = boost::asio;
@@ -133,61 +133,45 @@ void decision_batcher::batch_done() {
 
 // send_single and send_batch run on the I/O thread (from flush, or from a completion), so
 // they hand their call to the connection's write queue directly: a decision is queued here
-// once, and its one deadline, taken at submission, travels with every call made for it.
+// once, and its one deadline, taken at submission, travels with every call made for it
+// (the NOSCRIPT re-send included: script_exec.hpp).
+struct decision_batcher::single_call {
+  std::shared_ptr<decision_batcher> self;
+  pending p;
+  void append(std::string& out, script_call how) const {
+    out.reserve(80 + p.full_key.size());
+    append_decide_command(out, how, p.full_key, p.params);
+  }
+  void operator()(std::error_code ec, const reply_ptr& reply) {
+    self->batch_done();
+    decision d;
+    if (!ec) ec = to_decision(*reply, p.limit, d);
+    self->finish(p, ec, d);
+  }
+};
+
+struct decision_batcher::batch_call {
+  std::shared_ptr<decision_batcher> self;
+  std::shared_ptr<batch> b;
+  void append(std::string& out, script_call how) const { append_batch_command(out, how, *b); }
+  void operator()(std::error_code ec, const reply_ptr& reply) {
+    self->batch_done();
+    self->complete(*b, ec, reply);
+  }
+};
+
 void decision_batcher::send_single(pending p) {
-  std::string command;
-  command.reserve(80 + p.full_key.size());
-  append_decide_command(command, script_call::evalsha, p.full_key, p.params);
-  const auto deadline = p.deadline;
   count_call(1);
-  conn_->exec_on_io_thread(
-      deadline, std::move(command),
-      [self = shared_from_this(), p = std::move(p)](std::error_code ec, reply_ptr reply) mutable {
-        self->batch_done();
-        if (!ec && classify_reply(*reply).what == reply_action::kind::resend_as_eval) {
-          // The server lost its scripts (SCRIPT FLUSH): send the source once, within the
-          // same deadline. EVAL caches it again, so later calls go back to EVALSHA.
-          self->noscript_.fetch_add(1, std::memory_order_relaxed);
-          std::string eval;
-          append_decide_command(eval, script_call::eval, p.full_key, p.params);
-          const auto deadline = p.deadline;
-          self->conn_->exec_on_io_thread(
-              deadline, std::move(eval),
-              [self, p = std::move(p)](std::error_code ec2, reply_ptr r2) mutable {
-                decision d;
-                if (!ec2) ec2 = to_decision(*r2, p.limit, d);
-                self->finish(p, ec2, d);
-              });
-          return;
-        }
-        decision d;
-        if (!ec) ec = to_decision(*reply, p.limit, d);
-        self->finish(p, ec, d);
-      });
+  const script_exec how{.deadline = p.deadline, .from = send_from::io_thread, .noscript = &noscript_};
+  exec_script(conn_, how, single_call{shared_from_this(), std::move(p)});
 }
 
 void decision_batcher::send_batch(std::shared_ptr<batch> b) {
-  std::string command;
-  append_batch_command(command, script_call::evalsha, *b);
-  // FIFO: the first decision waited longest, so its deadline is the batch's.
-  const auto deadline = b->front().deadline;
   count_call(b->size());
-  conn_->exec_on_io_thread(
-      deadline, std::move(command),
-      [self = shared_from_this(), b, deadline](std::error_code ec, reply_ptr reply) {
-        self->batch_done();
-        if (!ec && classify_reply(*reply).what == reply_action::kind::resend_as_eval) {
-          // As for one key: send the source once, within the same deadline.
-          self->noscript_.fetch_add(1, std::memory_order_relaxed);
-          std::string eval;
-          append_batch_command(eval, script_call::eval, *b);
-          self->conn_->exec_on_io_thread(
-              deadline, std::move(eval),
-              [self, b](std::error_code ec2, reply_ptr r2) { self->complete(*b, ec2, r2); });
-          return;
-        }
-        self->complete(*b, ec, reply);
-      });
+  // FIFO: the first decision waited longest, so its deadline is the batch's.
+  const script_exec how{
+      .deadline = b->front().deadline, .from = send_from::io_thread, .noscript = &noscript_};
+  exec_script(conn_, how, batch_call{shared_from_this(), std::move(b)});
 }
 
 void decision_batcher::append_batch_command(std::string& out, script_call call, const batch& b) {

@@ -91,6 +91,8 @@ class decision_batcher : public std::enable_shared_from_this<decision_batcher> {
     decide_handler handler;
   };
   using batch = std::vector<pending>;
+  struct single_call;  // the script calls of send_single and send_batch (script_exec.hpp)
+  struct batch_call;
 
   void flush();
   void send(batch b);

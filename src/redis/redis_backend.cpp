@@ -23,7 +23,7 @@
 #include "redis/engine/engine_backend.hpp"
 #include "redis/engine/io_runner.hpp"
 #include "redis/engine/options.hpp"
-#include "redis/reply_action.hpp"
+#include "redis/engine/script_exec.hpp"
 #include "redis/scripts.hpp"
 #include "redis/standalone_backend.hpp"
 #include "redis/tls.hpp"
@@ -72,6 +72,25 @@ bool lightly_loaded(const redis::decision_batcher& batcher, const redis::connect
   constexpr std::size_t few = 2;
   return batcher.accepted() <= few && conn.pending() <= few;
 }
+
+// The all-or-nothing script call of decide_all (lua/decide_multi.lua), for script_exec.hpp.
+struct multi_call {
+  struct keys {
+    std::vector<std::string> full_keys;
+    std::vector<redis::multi_key> keys;  // views of full_keys
+    std::vector<std::uint64_t> capacities;
+  };
+  std::shared_ptr<const keys> k;
+  decide_all_handler handler;
+  void append(std::string& out, redis::script_call how) const {
+    redis::append_decide_multi_command(out, how, k->keys);
+  }
+  void operator()(std::error_code ec, const redis::reply_ptr& reply) {
+    std::vector<decision> ds;
+    if (!ec) ec = redis::to_decisions(*reply, k->capacities, ds);
+    handler(ec, ec ? std::vector<decision>{} : std::move(ds));
+  }
+};
 
 class redis_backend final : public redis::engine_backend<redis::standalone_backend> {
  public:
@@ -142,13 +161,7 @@ class redis_backend final : public redis::engine_backend<redis::standalone_backe
                    });
       return;
     }
-    // The keys and parameters the command is built from, kept for a NOSCRIPT re-send.
-    struct call {
-      std::vector<std::string> full_keys;
-      std::vector<redis::multi_key> keys;
-      std::vector<std::uint64_t> capacities;
-    };
-    auto c = std::make_shared<call>();
+    auto c = std::make_shared<multi_call::keys>();
     c->full_keys.reserve(items.size());
     for (const auto& it : items) {
       c->full_keys.push_back(full_key(it.key));
@@ -157,32 +170,8 @@ class redis_backend final : public redis::engine_backend<redis::standalone_backe
     for (std::size_t i = 0; i < items.size(); ++i) {
       c->keys.push_back({c->full_keys[i], detail::to_limit_params(items[i].policy, items[i].cost)});
     }
-    std::string command;
-    redis::append_decide_multi_command(command, redis::script_call::evalsha, c->keys);
-    const auto deadline = std::chrono::steady_clock::now() + command_timeout_;
-    conn_->async_exec_until(
-        deadline, std::move(command),
-        [conn = conn_, deadline, c, handler = std::move(handler)](std::error_code ec,
-                                                                  redis::reply_ptr reply) mutable {
-          if (ec) return handler(ec, {});
-          if (redis::classify_reply(*reply).what == redis::reply_action::kind::resend_as_eval) {
-            // As for one key: send the source once, within the same deadline; EVAL caches
-            // it again.
-            std::string eval;
-            redis::append_decide_multi_command(eval, redis::script_call::eval, c->keys);
-            conn->exec_on_io_thread(
-                deadline, std::move(eval),
-                [c, handler = std::move(handler)](std::error_code ec2, redis::reply_ptr r2) {
-                  std::vector<decision> ds;
-                  if (!ec2) ec2 = redis::to_decisions(*r2, c->capacities, ds);
-                  handler(ec2, std::move(ds));
-                });
-            return;
-          }
-          std::vector<decision> ds;
-          ec = redis::to_decisions(*reply, c->capacities, ds);
-          handler(ec, std::move(ds));
-        });
+    const redis::script_exec how{.deadline = std::chrono::steady_clock::now() + command_timeout_};
+    redis::exec_script(conn_, how, multi_call{std::move(c), std::move(handler)});
   }
 
  private:

@@ -9,6 +9,7 @@
 
 #include "core/log.hpp"
 #include "redis/cluster/key_slot.hpp"
+#include "redis/engine/script_exec.hpp"
 #include "redis/reply_action.hpp"
 #include "redis/scripts.hpp"
 
@@ -32,9 +33,38 @@ struct cluster_client::op {
   clock::time_point deadline;
   int redirects = 0;
   std::atomic<bool> done{false};
-  // Armed only when a retry starts (I/O thread): the first attempt is bounded by the
-  // connection's own command timeout, which equals the decision's.
-  std::unique_ptr<asio::steady_timer> timer;
+};
+
+// One attempt of an op on one node, for script_exec.hpp (which re-sends it as EVAL on
+// NOSCRIPT, under the same ASKING). Every attempt carries the op's deadline, so the
+// connections bound the whole decision and no timer of its own is needed.
+struct cluster_client::attempt {
+  std::shared_ptr<cluster_client> self;
+  std::shared_ptr<op> o;
+  node_address node;
+  bool asking = false;
+
+  void append(std::string& out, script_call how) const {
+    out.reserve(96 + o->key.size());
+    if (asking) append_command(out, {"ASKING"});
+    if (!o->multi) {
+      append_decide_command(out, how, o->key, o->params);
+      return;
+    }
+    std::vector<multi_key> keys;
+    keys.reserve(o->multi->keys.size());
+    for (std::size_t i = 0; i < o->multi->keys.size(); ++i) {
+      keys.push_back({o->multi->keys[i], o->multi->params[i]});
+    }
+    if (o->multi->kind == multi_kind::decide) {
+      append_decide_multi_command(out, how, keys);
+    } else {
+      append_refund_command(out, how, keys);
+    }
+  }
+  void operator()(std::error_code ec, reply_ptr reply) {
+    self->on_reply(o, node, ec, std::move(reply));
+  }
 };
 
 cluster_client::cluster_client(asio::io_context& io, const redis_options& options,
@@ -169,38 +199,18 @@ void cluster_client::route(const std::shared_ptr<op>& o) {
     finish(o, make_error_code(errc::backend_shutting_down));
     return;
   }
-  send(o, node, conn, script_call::evalsha, false);
+  send(o, node, conn, send_from::any_thread, false);
 }
 
 void cluster_client::send(const std::shared_ptr<op>& o, const node_address& node,
-                          const std::shared_ptr<connection>& conn, script_call call, bool asking) {
-  std::string command;
-  command.reserve(96 + o->key.size());
-  if (asking) append_command(command, {"ASKING"});
-  if (o->multi) {
-    std::vector<multi_key> keys;
-    keys.reserve(o->multi->keys.size());
-    for (std::size_t i = 0; i < o->multi->keys.size(); ++i) {
-      keys.push_back({o->multi->keys[i], o->multi->params[i]});
-    }
-    if (o->multi->kind == multi_kind::decide) {
-      append_decide_multi_command(command, call, keys);
-    } else {
-      append_refund_command(command, call, keys);
-    }
-  } else {
-    append_decide_command(command, call, o->key, o->params);
-  }
-  conn->async_exec(
-      std::move(command),
-      [self = shared_from_this(), o, node, call, asking](std::error_code ec, reply_ptr reply) {
-        self->on_reply(o, node, call, asking, ec, std::move(reply));
-      },
-      asking ? 2 : 1);
+                          const std::shared_ptr<connection>& conn, send_from from, bool asking) {
+  const script_exec how{
+      .deadline = o->deadline, .from = from, .replies = asking ? 2u : 1u, .noscript = &noscript_};
+  exec_script(conn, how, attempt{shared_from_this(), o, node, asking});
 }
 
 void cluster_client::on_reply(const std::shared_ptr<op>& o, const node_address& node,
-                              script_call call, bool asking, std::error_code ec, reply_ptr reply) {
+                              std::error_code ec, reply_ptr reply) {
   if (o->done.load(std::memory_order_acquire)) return;  // timed out meanwhile
   if (ec) {
     // The node is down, stuck or gone: the map may be stale (a failover). This call fails
@@ -218,22 +228,16 @@ void cluster_client::on_reply(const std::shared_ptr<op>& o, const node_address& 
       if (action.what == reply_action::kind::moved) {
         moved_.fetch_add(1, std::memory_order_relaxed);
         request_refresh();
-        retry(o, target, script_call::evalsha, false);
+        retry(o, target, false);
       } else {
         ask_.fetch_add(1, std::memory_order_relaxed);
-        retry(o, target, script_call::evalsha, true);
+        retry(o, target, true);
       }
       return;
     }
     case reply_action::kind::resend_as_eval:
-      // The node lost its scripts (SCRIPT FLUSH): send the source, to the same node and
-      // under the same ASKING, once; EVAL caches it again.
-      noscript_.fetch_add(1, std::memory_order_relaxed);
-      if (call == script_call::eval) {
-        finish(o, make_error_code(errc::backend_script_error));
-      } else {
-        retry(o, node, script_call::eval, asking);
-      }
+      // NOSCRIPT even to the source (script_exec.hpp sent it once): a script error.
+      finish(o, make_error_code(errc::backend_script_error));
       return;
     case reply_action::kind::retry_later:
     case reply_action::kind::rediscover_master:
@@ -262,8 +266,7 @@ void cluster_client::on_reply(const std::shared_ptr<op>& o, const node_address& 
   finish(o, ec, d);
 }
 
-void cluster_client::retry(const std::shared_ptr<op>& o, const node_address& node, script_call call,
-                           bool asking) {
+void cluster_client::retry(const std::shared_ptr<op>& o, const node_address& node, bool asking) {
   if (++o->redirects > max_redirects) {
     sluice::detail::logf(sluice::log_level::debug,
                          "sluice cluster: giving up on {} after {} redirections", o->key,
@@ -275,18 +278,12 @@ void cluster_client::retry(const std::shared_ptr<op>& o, const node_address& nod
     finish(o, make_error_code(errc::backend_timeout));
     return;
   }
-  if (!o->timer) {
-    o->timer = std::make_unique<asio::steady_timer>(io_, o->deadline);
-    o->timer->async_wait([self = shared_from_this(), o](boost::system::error_code ec) {
-      if (!ec) self->finish(o, make_error_code(errc::backend_timeout));
-    });
-  }
   auto conn = connection_for(node);
   if (!conn) {
     finish(o, make_error_code(errc::backend_shutting_down));
     return;
   }
-  send(o, node, conn, call, asking);
+  send(o, node, conn, send_from::io_thread, asking);
 }
 
 void cluster_client::finish(const std::shared_ptr<op>& o, std::error_code ec, const decision& d) {
@@ -295,7 +292,6 @@ void cluster_client::finish(const std::shared_ptr<op>& o, std::error_code ec, co
     return;
   }
   if (o->done.exchange(true, std::memory_order_acq_rel)) return;
-  if (o->timer) o->timer->cancel();
   auto h = std::move(o->handler);
   h(ec, d);
 }
@@ -303,7 +299,6 @@ void cluster_client::finish(const std::shared_ptr<op>& o, std::error_code ec, co
 void cluster_client::finish_all(const std::shared_ptr<op>& o, std::error_code ec,
                                 std::vector<decision> ds) {
   if (o->done.exchange(true, std::memory_order_acq_rel)) return;
-  if (o->timer) o->timer->cancel();
   if (ec && o->multi->kind == multi_kind::refund) {
     refund_failures_.fetch_add(1, std::memory_order_relaxed);
     sluice::detail::logf(sluice::log_level::debug, "sluice cluster: refund for {} failed: {}",

@@ -5,11 +5,12 @@
 // A decision goes to the master of its key's slot. Redirections are followed inside the
 // client, as redis-plus-plus does: MOVED refreshes the map and retries on the new owner,
 // ASK retries on the importing node with ASKING sent just before (one request on that
-// connection, so nothing slips in between), NOSCRIPT re-sends the script as EVAL. Any
+// connection, so nothing slips in between), NOSCRIPT re-sends the script as EVAL
+// (script_exec.hpp, under the same ASKING). Any
 // I/O error, timeout or CLUSTERDOWN also refreshes the map, which is how a promoted
 // replica takes over after a master fails. Attempts are bounded (max_redirects) and every
-// decision completes by its deadline (command_timeout from the call): the first attempt by
-// the connection's own timeout, retries by a timer armed only when a retry happens.
+// decision completes by its deadline (command_timeout from the call): every attempt carries
+// it to its connection, which fails the request there.
 //
 // Thread-safety: submit() from any thread; everything else runs on the io_context's
 // single thread.
@@ -33,10 +34,11 @@
 #include "redis/cluster/slot_map.hpp"
 #include "redis/connection.hpp"
 #include "redis/decide_command.hpp"
+#include "redis/engine/script_exec.hpp"
 
 namespace sluice::redis::cluster {
 
-/// Redirections (MOVED, ASK, NOSCRIPT re-sends) one decision may follow.
+/// Redirections (MOVED, ASK) one decision may follow.
 inline constexpr int max_redirects = 5;
 /// Slot-map refreshes are at least this far apart, however many calls ask for one.
 inline constexpr std::chrono::milliseconds refresh_min_interval{100};
@@ -97,6 +99,7 @@ class cluster_client : public std::enable_shared_from_this<cluster_client> {
  private:
   using clock = std::chrono::steady_clock;
   struct op;
+  struct attempt;
   // What a submission needs, swapped as a whole when the map changes.
   struct routing {
     std::shared_ptr<const slot_map> map;              // null until the first CLUSTER SLOTS answer
@@ -105,10 +108,10 @@ class cluster_client : public std::enable_shared_from_this<cluster_client> {
 
   std::shared_ptr<connection> connection_for(const node_address& node);
   void send(const std::shared_ptr<op>& o, const node_address& node,
-            const std::shared_ptr<connection>& conn, script_call call, bool asking);
-  void on_reply(const std::shared_ptr<op>& o, const node_address& node, script_call call,
-                bool asking, std::error_code ec, reply_ptr reply);
-  void retry(const std::shared_ptr<op>& o, const node_address& node, script_call call, bool asking);
+            const std::shared_ptr<connection>& conn, send_from from, bool asking);
+  void on_reply(const std::shared_ptr<op>& o, const node_address& node, std::error_code ec,
+                reply_ptr reply);
+  void retry(const std::shared_ptr<op>& o, const node_address& node, bool asking);
   void route(const std::shared_ptr<op>& o);
   void finish(const std::shared_ptr<op>& o, std::error_code ec, const decision& d = {});
   void finish_all(const std::shared_ptr<op>& o, std::error_code ec, std::vector<decision> ds);

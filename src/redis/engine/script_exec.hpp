@@ -1,0 +1,64 @@
+#pragma once
+// One script call on one connection, written once for every caller (the batcher's single
+// and batch calls, the multi-key call, the Cluster client): EVALSHA first; when the server
+// answers NOSCRIPT (it lost its scripts: SCRIPT FLUSH), the script's source once as EVAL, on
+// the same connection and within the same deadline. EVAL caches the script again, so later
+// calls go back to EVALSHA. A second NOSCRIPT reaches the caller, whose decoder reports it as
+// a script error (to_error(script_reply::noscript)).
+//
+// `Call` is the call's own state, copied into the connection's handler (a std::function), so
+// it holds big things by pointer:
+//   void append(std::string& out, script_call how) const;  // the command, EVALSHA or EVAL
+//   void operator()(std::error_code, reply_ptr);           // the last reply, exactly once
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "redis/connection.hpp"
+#include "redis/decide_command.hpp"
+#include "redis/reply_action.hpp"
+
+namespace sluice::redis {
+
+/// Where exec_script is called from: any thread (the connection takes the call under its
+/// lock and posts), or the connection's I/O thread (straight into its write queue).
+enum class send_from : std::uint8_t { any_thread, io_thread };
+
+struct script_exec {
+  std::chrono::steady_clock::time_point deadline;
+  send_from from = send_from::any_thread;
+  /// Formatted commands in the call (Cluster's ASKING before the script: 2); the handler
+  /// gets the last reply.
+  std::size_t replies = 1;
+  /// Counts NOSCRIPT answers, when set.
+  std::atomic<std::uint64_t>* noscript = nullptr;
+};
+
+template <class Call>
+void exec_script(const std::shared_ptr<connection>& conn, const script_exec& how, Call call) {
+  std::string command;
+  call.append(command, script_call::evalsha);
+  auto on_reply = [conn, how, call = std::move(call)](std::error_code ec,
+                                                      reply_ptr reply) mutable {
+    if (!ec && classify_reply(*reply).what == reply_action::kind::resend_as_eval) {
+      if (how.noscript) how.noscript->fetch_add(1, std::memory_order_relaxed);
+      std::string eval;
+      call.append(eval, script_call::eval);
+      conn->exec_on_io_thread(how.deadline, std::move(eval), std::move(call), how.replies);
+      return;
+    }
+    call(ec, std::move(reply));
+  };
+  if (how.from == send_from::io_thread) {
+    conn->exec_on_io_thread(how.deadline, std::move(command), std::move(on_reply), how.replies);
+  } else {
+    conn->async_exec_until(how.deadline, std::move(command), std::move(on_reply), how.replies);
+  }
+}
+
+}  // namespace sluice::redis
