@@ -11,8 +11,9 @@
 // The connection owns its life cycle (Boost.Redis's async_run, as callbacks): connect with
 // a timeout, for TLS the TLS handshake, then a handshake (AUTH, SELECT, SCRIPT LOAD, PING),
 // all within the same timeout, then serve; on any failure close, fail what is in flight, and
-// reconnect with exponential backoff and jitter (when, and in which state: link_lifecycle.hpp). While it is known to be down, submissions fail at
-// once with backend_unavailable (a circuit breaker: microseconds per call, not a timeout each).
+// reconnect with exponential backoff and jitter (when, and in which state: link_lifecycle.hpp).
+// While it is known to be down, submissions fail at once with backend_unavailable (a circuit
+// breaker: microseconds per call, not a timeout each).
 //
 // A request's deadline is its caller's: a decision that waited in the batcher
 // (decision_batcher.hpp), or a NOSCRIPT re-send, keeps the deadline it was given first, so
@@ -166,7 +167,7 @@ class connection : public std::enable_shared_from_this<connection> {
   std::uint64_t timer_generation_ = 0;  // bumped per arming: a replaced wait sees a new number
   bool connecting_ = false;             // between connect() and the handshake's last reply
   std::uint64_t generation_ = 0;        // bumped per socket: stale callbacks see a new number
-  link_lifecycle life_;  // the state (read by any thread) and the backoff
+  link_lifecycle life_;                 // the state (read by any thread) and the backoff
   request_pipeline pipeline_;
   std::unique_ptr<reply_reader> reader_;
   std::vector<char> read_buffer_;

@@ -162,7 +162,8 @@ struct decision_batcher::batch_call {
 
 void decision_batcher::send_single(pending p) {
   count_call(1);
-  const script_exec how{.deadline = p.deadline, .from = send_from::io_thread, .noscript = &noscript_};
+  const script_exec how{
+      .deadline = p.deadline, .from = send_from::io_thread, .noscript = &noscript_};
   exec_script(conn_, how, single_call{shared_from_this(), std::move(p)});
 }
 

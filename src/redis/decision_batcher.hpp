@@ -60,8 +60,8 @@ class decision_batcher : public std::enable_shared_from_this<decision_batcher> {
   /// Decides `params` on `full_key`. `handler` runs exactly once: on the I/O thread, or inline
   /// when the decision is refused at once (Redis known to be down, too many waiting, stopped).
   /// Thread-safe.
-  void submit(std::string full_key, const detail::limit_params& params,
-              std::uint64_t limit, decide_handler handler);
+  void submit(std::string full_key, const detail::limit_params& params, std::uint64_t limit,
+              decide_handler handler);
 
   /// Fails every waiting decision with backend_shutting_down (on the I/O thread) and refuses
   /// new ones. Batches already sent complete as the connection completes them. Idempotent.

@@ -62,7 +62,8 @@ TEST(RedisLinkLifecycleTest, JitterSpreadsClientsThatFailTogether) {
   for (std::uint32_t seed = 1; seed <= 20 && !differed; ++seed) {
     auto a = make(seed);
     auto b = make(seed + 1000);
-    for (int i = 0; i < 4; ++i) differed |= a.attempt_failed()->retry_in != b.attempt_failed()->retry_in;
+    for (int i = 0; i < 4; ++i)
+      differed |= a.attempt_failed()->retry_in != b.attempt_failed()->retry_in;
   }
   EXPECT_TRUE(differed);
 }

@@ -43,8 +43,7 @@ template <class Call>
 void exec_script(const std::shared_ptr<connection>& conn, const script_exec& how, Call call) {
   std::string command;
   call.append(command, script_call::evalsha);
-  auto on_reply = [conn, how, call = std::move(call)](std::error_code ec,
-                                                      reply_ptr reply) mutable {
+  auto on_reply = [conn, how, call = std::move(call)](std::error_code ec, reply_ptr reply) mutable {
     if (!ec && classify_reply(*reply).what == reply_action::kind::resend_as_eval) {
       if (how.noscript) how.noscript->fetch_add(1, std::memory_order_relaxed);
       std::string eval;
