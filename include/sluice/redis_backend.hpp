@@ -57,11 +57,11 @@ struct redis_options {
   /// A decision that meets NOSCRIPT is re-sent as EVAL within the same timeout.
   std::chrono::milliseconds command_timeout{50};
   std::size_t max_in_flight = 65536;  ///< more waiting calls fail fast
-  /// Single-key decisions (decide, async_decide) that arrive while Redis is busy with
-  /// earlier ones are coalesced into one script call of at most this many decisions, each
-  /// decided exactly as on its own (lua/decide_batch.lua). A lone decision is never
-  /// held back. 1: every decision is its own call. 1..1000 (the script puts a call's keys
-  /// on Lua's stack, which holds a few thousand values). Standalone and Sentinel; not Cluster.
+  /// Single-key decisions (decide, async_decide) that arrive while Redis is busy are
+  /// coalesced into one script call of at most this many, each decided exactly as alone
+  /// (lua/decide_batch.lua); a lone decision is never held back; 1: each its own call.
+  /// 1..1000 (the script puts a call's keys on Lua's stack: a few thousand values). On a
+  /// Cluster a call holds only decisions whose keys share a hash slot (a hash tag).
   std::size_t max_batch = 32;
   /// After its last piece of work the I/O thread keeps polling this long (yielding the core
   /// in between) before it sleeps in epoll_wait, so a reply or a new check that comes soon

@@ -7,8 +7,10 @@
 
 #include <boost/asio/post.hpp>
 
+#include "redis/cluster/key_slot.hpp"
 #include "redis/decide_command.hpp"
 #include "redis/engine/script_exec.hpp"
+#include "redis/reply_action.hpp"
 
 namespace sluice::redis {
 namespace asio = boost::asio;
@@ -57,8 +59,9 @@ void decision_batcher::submit(std::string full_key, const detail::limit_params& 
     handler(make_error_code(errc::backend_shutting_down), {});
     return;
   }
+  const std::uint16_t slot = options_.by_slot ? cluster::key_slot(full_key) : 0;
   waiting_.push_back({std::move(full_key), params, limit, clock::now() + options_.command_timeout,
-                      std::move(handler)});
+                      std::move(handler), slot});
   // While every batch slot is taken, the batch that completes next takes the waiting ones.
   const bool post =
       in_flight_ < options_.max_batches_in_flight && !std::exchange(flush_posted_, true);
@@ -85,16 +88,63 @@ void decision_batcher::flush() {
       std::lock_guard lock(mu_);
       flush_posted_ = false;
       if (waiting_.empty() || in_flight_ >= options_.max_batches_in_flight) return;
-      const std::size_t n = std::min(waiting_.size(), options_.max_batch);
-      b.reserve(n);
-      for (std::size_t i = 0; i < n; ++i) {
-        b.push_back(std::move(waiting_.front()));
-        waiting_.pop_front();
-      }
+      b = take_batch();
       ++in_flight_;
     }
     send(std::move(b));
   }
+}
+
+decision_batcher::batch decision_batcher::take_batch() {
+  batch b;
+  if (!options_.by_slot) {
+    const std::size_t n = std::min(waiting_.size(), options_.max_batch);
+    b.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      b.push_back(std::move(waiting_.front()));
+      waiting_.pop_front();
+    }
+    return b;
+  }
+  // Those on the oldest one's slot, looked for among the next few only: with keys spread
+  // over 16384 slots a longer search finds nothing more, and a decision that is passed over
+  // keeps its place.
+  constexpr std::size_t search = 256;
+  const std::uint16_t slot = waiting_.front().slot;
+  b.push_back(std::move(waiting_.front()));
+  waiting_.pop_front();
+  const std::size_t end = std::min(waiting_.size(), search);
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < end; ++i) {
+    if (waiting_[i].slot == slot && b.size() < options_.max_batch) {
+      b.push_back(std::move(waiting_[i]));
+    } else {
+      if (kept != i) waiting_[kept] = std::move(waiting_[i]);
+      ++kept;
+    }
+  }
+  waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(kept),
+                 waiting_.begin() + static_cast<std::ptrdiff_t>(end));
+  return b;
+}
+
+bool decision_batcher::reroutes(const reply_ptr& reply) const {
+  if (!options_.reroute) return false;
+  switch (classify_reply(*reply).what) {
+    case reply_action::kind::moved:
+    case reply_action::kind::ask:
+    case reply_action::kind::retry_later:
+    case reply_action::kind::rediscover_master:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void decision_batcher::reroute(pending& p, const reply_ptr& reply) {
+  accepted_.fetch_sub(1, std::memory_order_relaxed);
+  options_.reroute(std::move(p.full_key), p.params, p.limit, p.deadline, std::move(p.handler),
+                   reply);
 }
 
 void decision_batcher::send(batch b) {
@@ -144,6 +194,7 @@ struct decision_batcher::single_call {
   }
   void operator()(std::error_code ec, const reply_ptr& reply) {
     self->batch_done();
+    if (!ec && self->reroutes(reply)) return self->reroute(p, reply);
     decision d;
     if (!ec) ec = to_decision(*reply, p.limit, d);
     self->finish(p, ec, d);
@@ -156,6 +207,10 @@ struct decision_batcher::batch_call {
   void append(std::string& out, script_call how) const { append_batch_command(out, how, *b); }
   void operator()(std::error_code ec, const reply_ptr& reply) {
     self->batch_done();
+    if (!ec && self->reroutes(reply)) {
+      for (auto& p : *b) self->reroute(p, reply);
+      return;
+    }
     self->complete(*b, ec, reply);
   }
 };

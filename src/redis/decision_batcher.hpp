@@ -14,6 +14,11 @@
 // batch is sent with the earliest deadline of its decisions, and a decision whose deadline
 // passed while it waited fails with backend_timeout without being sent.
 //
+// On Redis Cluster (batcher_options::by_slot) a batch holds only decisions whose keys share a
+// hash slot, as a script's keys must; a reply that says the slot is served elsewhere (MOVED,
+// ASK, TRYAGAIN...) hands each decision of the call back to the Cluster client
+// (batcher_options::reroute), which follows it on its own.
+//
 // This is the only queue a decision waits in: the batcher sends from the I/O thread straight
 // into the connection's write queue (connection::exec_on_io_thread), so a decision is locked,
 // queued and posted once, and its one deadline is the connection's too. The circuit breaker
@@ -23,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -47,6 +53,16 @@ struct batcher_options {
   /// backend_overloaded.
   std::size_t max_accepted = 65536;
   std::chrono::milliseconds command_timeout{50};
+  /// Redis Cluster: batch only decisions whose keys are on one hash slot.
+  bool by_slot = false;
+  /// Redis Cluster: called for each decision of a call answered with a redirection or a
+  /// transient cluster error (reply_action: moved, ask, retry_later, rediscover_master),
+  /// with the decision's key, parameters, limit, deadline and handler and that reply. The
+  /// decision is no longer the batcher's. Unset: such a reply is the decision's error.
+  std::function<void(std::string full_key, const detail::limit_params& params, std::uint64_t limit,
+                     std::chrono::steady_clock::time_point deadline, decide_handler handler,
+                     const reply_ptr& reply)>
+      reroute{};
 };
 
 class decision_batcher : public std::enable_shared_from_this<decision_batcher> {
@@ -89,6 +105,7 @@ class decision_batcher : public std::enable_shared_from_this<decision_batcher> {
     std::uint64_t limit;  // the policy's limit_of, for the decision
     clock::time_point deadline;
     decide_handler handler;
+    std::uint16_t slot = 0;  // by_slot only
   };
   using batch = std::vector<pending>;
   struct single_call;  // the script calls of send_single and send_batch (script_exec.hpp)
@@ -99,6 +116,14 @@ class decision_batcher : public std::enable_shared_from_this<decision_batcher> {
   void send_single(pending p);
   void send_batch(std::shared_ptr<batch> b);
   void batch_done();
+  // Takes the next batch off waiting_ (under mu_): the oldest decision and, up to max_batch,
+  // those after it that may share its call.
+  batch take_batch();
+  // Whether `reply` sends its call's decisions elsewhere: options_.reroute is set, and the
+  // reply is a redirection or a transient cluster error.
+  bool reroutes(const reply_ptr& reply) const;
+  // Hands `p` to options_.reroute; it is no longer this batcher's.
+  void reroute(pending& p, const reply_ptr& reply);
   static void append_batch_command(std::string& out, script_call call, const batch& b);
   // Every handler of `b` once: with `ec`, or each with its item of the reply.
   void complete(batch& b, std::error_code ec, const reply_ptr& reply);

@@ -238,7 +238,9 @@ struct load {
   steady::duration longest_{};
 };
 
-TEST(ClusterBackendTest, SlotMigratedUnderLoadWithoutErrorsOrOverAdmission) {
+// Moves the slot of twenty hash-tagged keys from one master to another while `threads`
+// callers decide on them; `after`: the backend's counters after the run.
+void migrate_under_load(int threads, backend_stats& after) {
   redis_cluster cluster;
   auto b = make_redis_cluster_backend(options_for(cluster));
   // Twenty keys in one slot (a hash tag), partly spent before, during and after the move.
@@ -251,7 +253,7 @@ TEST(ClusterBackendTest, SlotMigratedUnderLoadWithoutErrorsOrOverAdmission) {
   constexpr std::uint64_t capacity = 1'000'000;
   const auto p = bucket(capacity);
   {
-    load l(b, keys, p, 4);
+    load l(b, keys, p, threads);
     std::this_thread::sleep_for(300ms);  // every key exists on the source before the move
     cluster.begin_migration(slot, from, to);
     // One key at a time with pauses: callers see keys on both sides (ASK) for a while.
@@ -275,11 +277,54 @@ TEST(ClusterBackendTest, SlotMigratedUnderLoadWithoutErrorsOrOverAdmission) {
       EXPECT_EQ(d.remaining, capacity - l.allowed_[k].load() - 1) << keys[k];
       EXPECT_TRUE(dst.get("sluice:" + keys[k]).has_value());
     }
+    after = stats_of(b);
     std::cout << "[ migration ] " << l.calls_ << " calls, " << s.ask << " ASK, " << s.moved
               << " MOVED, longest call "
               << std::chrono::duration_cast<std::chrono::microseconds>(l.longest_).count()
-              << " us\n";
+              << " us, " << after.batched_decisions << " decisions in " << after.script_calls
+              << " script calls\n";
   }
+}
+
+TEST(ClusterBackendTest, SlotMigratedUnderLoadWithoutErrorsOrOverAdmission) {
+  backend_stats s;
+  migrate_under_load(4, s);
+}
+
+// Sixteen callers on one slot keep its master busy, so their decisions travel in shared
+// script calls; a call whose keys are partly moved meets TRYAGAIN and is split, each
+// decision answered alone (or sent on with ASK): still no error and no over-admission.
+TEST(ClusterBackendTest, SameSlotBatchesAreSplitWhileTheirSlotMigrates) {
+  backend_stats s;
+  migrate_under_load(16, s);
+  EXPECT_GT(s.batched_decisions, s.script_calls) << "no two decisions shared a script call";
+}
+
+// Decisions on one slot that arrive together share script calls (lua/decide_batch.lua), each
+// decided exactly as alone: every key admits its capacity, no more.
+TEST(ClusterBackendTest, SameSlotDecisionsShareScriptCallsAndStayExact) {
+  redis_cluster cluster;
+  auto b = make_redis_cluster_backend(options_for(cluster));
+  const auto p = bucket(50);
+  std::vector<std::string> keys;
+  for (int i = 0; i < 10; ++i) keys.push_back("{tenant}:k" + std::to_string(i));
+  for (const auto m : cluster.masters()) keys.push_back(key_on(cluster, m, "spread:"));
+  batch all(b);
+  for (int round = 0; round < 100; ++round) {
+    for (const auto& k : keys) all.add(k, p);
+  }
+  all.wait();
+  EXPECT_TRUE(all.errors().empty()) << all.errors().front().message();
+  EXPECT_EQ(all.allowed(), 50 * keys.size());
+  for (const auto& k : keys) {
+    decision d;
+    ASSERT_FALSE(b->decide(k, p, 1, d));
+    EXPECT_FALSE(d.allowed) << k << " admitted more than its capacity";
+  }
+  const auto s = stats_of(b);
+  EXPECT_GT(s.batched_decisions, s.script_calls) << "no two decisions shared a script call";
+  std::cout << "[ same slot ] " << s.batched_decisions << " decisions in " << s.script_calls
+            << " script calls\n";
 }
 
 TEST(ClusterBackendTest, MasterKilledUnderLoadFailsOverWithinBoundedTime) {

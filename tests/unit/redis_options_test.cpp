@@ -67,7 +67,8 @@ TEST(RedisOptionsTest, MaxBatchIsCheckedWhereDecisionsAreBatched) {
     EXPECT_NE(refusal(o, topology::standalone).find("max_batch"), std::string::npos);
     // A Sentinel's masters are standalone backends built later, from these options.
     EXPECT_NE(refusal(o, topology::sentinel).find("max_batch"), std::string::npos);
-    EXPECT_EQ(refusal(o, topology::cluster), "");  // one call per decision: not read
+    // A Cluster batches decisions whose keys share a slot.
+    EXPECT_NE(refusal(o, topology::cluster).find("max_batch"), std::string::npos);
   }
   redis_options o;
   o.max_batch = 1000;

@@ -206,6 +206,8 @@ class cluster_backend final : public redis::engine_backend<> {
     s.cross_slot = c.cross_slot;
     s.refunds = c.refunds;
     s.refund_failures = c.refund_failures;
+    s.script_calls = c.script_calls;
+    s.batched_decisions = c.batched_decisions;
     return s;
   }
 

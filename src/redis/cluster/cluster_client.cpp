@@ -82,17 +82,18 @@ cluster_client::cluster_client(asio::io_context& io, const redis_options& option
   // promoted replica or a restarted node at once; NOSCRIPT is still handled per call.
   append_command(handshake_, {"SCRIPT", "LOAD", detail::lua_decide.source});
   append_command(handshake_, {"SCRIPT", "LOAD", detail::lua_decide_multi.source});
+  append_command(handshake_, {"SCRIPT", "LOAD", detail::lua_decide_batch.source});
   append_command(handshake_, {"SCRIPT", "LOAD", detail::lua_refund.source});
-  handshake_replies_ += 3;
+  handshake_replies_ += 4;
 }
 
 void cluster_client::start() {
-  for (const auto& s : url_.seeds) connection_for({s.host, s.port});
+  for (const auto& s : url_.seeds) link_for({s.host, s.port});
   request_refresh();
 }
 
 void cluster_client::stop() {
-  std::map<node_address, std::shared_ptr<connection>> nodes;
+  std::map<node_address, node_link> nodes;
   {
     std::lock_guard lock(mu_);
     if (stopped_) return;
@@ -100,11 +101,14 @@ void cluster_client::stop() {
     nodes.swap(nodes_);
     routing_.reset();
   }
-  for (auto& [addr, conn] : nodes) conn->stop();
+  for (auto& [addr, link] : nodes) {
+    link.batcher->stop();
+    link.conn->stop();
+  }
   asio::post(io_, [self = shared_from_this()] { self->refresh_timer_.cancel(); });
 }
 
-cluster_stats cluster_client::stats() const noexcept {
+cluster_stats cluster_client::stats() const {
   cluster_stats s;
   s.moved = moved_.load(std::memory_order_relaxed);
   s.ask = ask_.load(std::memory_order_relaxed);
@@ -114,14 +118,21 @@ cluster_stats cluster_client::stats() const noexcept {
   s.cross_slot = cross_slot_.load(std::memory_order_relaxed);
   s.refunds = refunds_.load(std::memory_order_relaxed);
   s.refund_failures = refund_failures_.load(std::memory_order_relaxed);
+  std::lock_guard lock(mu_);
+  for (const auto& [addr, link] : nodes_) {
+    const auto sent = link.batcher->sent();
+    s.script_calls += sent.calls;
+    s.batched_decisions += sent.decisions;
+    s.noscript += sent.noscript;
+  }
   return s;
 }
 
-std::shared_ptr<connection> cluster_client::connection_for(const node_address& node) {
+cluster_client::node_link cluster_client::link_for(const node_address& node) {
   std::lock_guard lock(mu_);
-  if (stopped_) return nullptr;
-  auto& slot = nodes_[node];
-  if (!slot) {
+  if (stopped_) return {};
+  auto& link = nodes_[node];
+  if (!link.conn) {
     connection_config c;
     c.host = node.host;
     c.port = node.port;
@@ -134,14 +145,46 @@ std::shared_ptr<connection> cluster_client::connection_for(const node_address& n
     c.backoff_max = options_.reconnect_backoff_max;
     c.name = "sluice cluster " + node.to_string();
     c.tls = tls_;
-    slot = std::make_shared<connection>(io_, std::move(c));
-    slot->start();
+    link.conn = std::make_shared<connection>(io_, std::move(c));
+    batcher_options b{.max_batch = options_.max_batch,
+                      .max_accepted = options_.max_in_flight,
+                      .command_timeout = options_.command_timeout,
+                      .by_slot = true};
+    b.reroute = [weak = weak_from_this(), node](
+                    std::string full_key, const detail::limit_params& params, std::uint64_t limit,
+                    clock::time_point deadline, decide_handler handler, const reply_ptr& reply) {
+      if (auto self = weak.lock()) {
+        self->follow(node, std::move(full_key), params, limit, deadline, std::move(handler), reply);
+      } else {
+        handler(make_error_code(errc::backend_shutting_down), {});
+      }
+    };
+    link.batcher = std::make_shared<decision_batcher>(io_, link.conn, std::move(b));
+    link.conn->start();
   }
-  return slot;
+  return link;
 }
 
 void cluster_client::submit(std::string full_key, const detail::limit_params& params,
                             std::uint64_t limit, decide_handler handler) {
+  std::shared_ptr<const routing> r;
+  {
+    std::lock_guard lock(mu_);
+    r = routing_;
+  }
+  const slot_range* range = r && r->map ? r->map->range_of(key_slot(full_key)) : nullptr;
+  if (range) {
+    // The owner's batcher. A failure there may mean a stale map (a failover): look again.
+    const auto& link = r->owners[static_cast<std::size_t>(range - r->map->ranges().data())];
+    link.batcher->submit(std::move(full_key), params, limit,
+                         [self = shared_from_this(), handler = std::move(handler)](
+                             std::error_code ec, const decision& d) {
+                           if (ec && ec != errc::backend_shutting_down) self->request_refresh();
+                           handler(ec, d);
+                         });
+    return;
+  }
+  // No map yet, or no master for the slot: route() asks a seed, or fails and looks again.
   auto o = std::make_shared<op>();
   o->key = std::move(full_key);
   o->params = params;
@@ -149,6 +192,28 @@ void cluster_client::submit(std::string full_key, const detail::limit_params& pa
   o->handler = std::move(handler);
   o->deadline = clock::now() + options_.command_timeout;
   route(o);
+}
+
+void cluster_client::follow(const node_address& node, std::string full_key,
+                            const detail::limit_params& params, std::uint64_t limit,
+                            clock::time_point deadline, decide_handler handler,
+                            const reply_ptr& reply) {
+  auto o = std::make_shared<op>();
+  o->key = std::move(full_key);
+  o->params = params;
+  o->limit = limit;
+  o->handler = std::move(handler);
+  o->deadline = deadline;
+  if (classify_reply(*reply).what == reply_action::kind::retry_later) {
+    // A call of several decisions on a slot in migration, with some of their keys moved
+    // already, meets TRYAGAIN: alone, each is answered (or sent on with ASK). A lone
+    // decision that meets a transient error comes back here the same way, and ends on its
+    // second one (on_reply).
+    retry(o, node, false);
+    return;
+  }
+  // The batcher hands back only replies that send a decision elsewhere.
+  if (!redirected(o, node, *reply)) finish(o, make_error_code(errc::backend_protocol_error));
 }
 
 void cluster_client::submit_multi(multi_kind kind, std::vector<std::string> full_keys,
@@ -176,7 +241,7 @@ void cluster_client::route(const std::shared_ptr<op>& o) {
     r = routing_;  // null once stopped: the seed path below then refuses the call
   }
   node_address node;
-  std::shared_ptr<connection> conn;
+  std::shared_ptr<connection> conn;  // the owner's: an op is the batcher's no more
   if (r && r->map) {
     const slot_range* range = r->map->range_of(slot);
     if (!range) {
@@ -186,20 +251,25 @@ void cluster_client::route(const std::shared_ptr<op>& o) {
       return;
     }
     node = range->master;
-    conn = r->owners[static_cast<std::size_t>(range - r->map->ranges().data())];
+    conn = r->owners[static_cast<std::size_t>(range - r->map->ranges().data())].conn;
   } else {
     // No map yet: any seed answers, with MOVED if the slot is elsewhere.
     const auto& seed =
         url_.seeds[next_seed_.fetch_add(1, std::memory_order_relaxed) % url_.seeds.size()];
     node = {seed.host, seed.port};
-    conn = connection_for(node);
+    conn = link_for(node).conn;
     request_refresh();
   }
   if (!conn) {
     finish(o, make_error_code(errc::backend_shutting_down));
     return;
   }
-  send(o, node, conn, send_from::any_thread, false);
+  // From the I/O thread (a cross-slot call's next group, or its refunds) straight into the
+  // connection's queue: a refund is then queued before the call it belongs to completes, so
+  // the caller's next check on that node comes after it.
+  const auto from =
+      io_.get_executor().running_in_this_thread() ? send_from::io_thread : send_from::any_thread;
+  send(o, node, conn, from, false);
 }
 
 void cluster_client::send(const std::shared_ptr<op>& o, const node_address& node,
@@ -219,37 +289,7 @@ void cluster_client::on_reply(const std::shared_ptr<op>& o, const node_address& 
     finish(o, ec);
     return;
   }
-  auto action = classify_reply(*reply);
-  switch (action.what) {
-    case reply_action::kind::moved:
-    case reply_action::kind::ask: {
-      node_address target = std::move(action.redirect.target);
-      if (target.host.empty()) target.host = node.host;
-      if (action.what == reply_action::kind::moved) {
-        moved_.fetch_add(1, std::memory_order_relaxed);
-        request_refresh();
-        retry(o, target, false);
-      } else {
-        ask_.fetch_add(1, std::memory_order_relaxed);
-        retry(o, target, true);
-      }
-      return;
-    }
-    case reply_action::kind::resend_as_eval:
-      // NOSCRIPT even to the source (script_exec.hpp sent it once): a script error.
-      finish(o, make_error_code(errc::backend_script_error));
-      return;
-    case reply_action::kind::retry_later:
-    case reply_action::kind::rediscover_master:
-      // The cluster is reconfiguring (a demoted master says READONLY): not this script's
-      // fault, and the map may be stale.
-      request_refresh();
-      finish(o, make_error_code(errc::backend_unavailable));
-      return;
-    case reply_action::kind::done:
-    case reply_action::kind::failed:
-      break;  // the decoders below read a result or report the script error
-  }
+  if (redirected(o, node, *reply)) return;
   if (o->multi) {
     std::vector<decision> ds;
     if (o->multi->kind == multi_kind::decide) {
@@ -266,6 +306,42 @@ void cluster_client::on_reply(const std::shared_ptr<op>& o, const node_address& 
   finish(o, ec, d);
 }
 
+bool cluster_client::redirected(const std::shared_ptr<op>& o, const node_address& node,
+                                const redisReply& reply) {
+  auto action = classify_reply(reply);
+  switch (action.what) {
+    case reply_action::kind::moved:
+    case reply_action::kind::ask: {
+      node_address target = std::move(action.redirect.target);
+      if (target.host.empty()) target.host = node.host;
+      if (action.what == reply_action::kind::moved) {
+        moved_.fetch_add(1, std::memory_order_relaxed);
+        request_refresh();
+        retry(o, target, false);
+      } else {
+        ask_.fetch_add(1, std::memory_order_relaxed);
+        retry(o, target, true);
+      }
+      return true;
+    }
+    case reply_action::kind::resend_as_eval:
+      // NOSCRIPT even to the source (script_exec.hpp sent it once): a script error.
+      finish(o, make_error_code(errc::backend_script_error));
+      return true;
+    case reply_action::kind::retry_later:
+    case reply_action::kind::rediscover_master:
+      // The cluster is reconfiguring (a demoted master says READONLY): not this script's
+      // fault, and the map may be stale.
+      request_refresh();
+      finish(o, make_error_code(errc::backend_unavailable));
+      return true;
+    case reply_action::kind::done:
+    case reply_action::kind::failed:
+      break;
+  }
+  return false;  // the caller's decoder reads a result or reports the script error
+}
+
 void cluster_client::retry(const std::shared_ptr<op>& o, const node_address& node, bool asking) {
   if (++o->redirects > max_redirects) {
     sluice::detail::logf(sluice::log_level::debug,
@@ -278,7 +354,7 @@ void cluster_client::retry(const std::shared_ptr<op>& o, const node_address& nod
     finish(o, make_error_code(errc::backend_timeout));
     return;
   }
-  auto conn = connection_for(node);
+  auto conn = link_for(node).conn;
   if (!conn) {
     finish(o, make_error_code(errc::backend_shutting_down));
     return;
@@ -357,7 +433,8 @@ void cluster_client::start_refresh() {
     }
     for (auto& n : all) {
       const auto it = nodes_.find(n);
-      const bool up = it != nodes_.end() && it->second->current_state() == connection::state::up;
+      const bool up =
+          it != nodes_.end() && it->second.conn->current_state() == connection::state::up;
       (up ? *candidates : others).push_back(std::move(n));
     }
   }
@@ -371,7 +448,7 @@ void cluster_client::refresh_from(std::shared_ptr<std::vector<node_address>> can
     refresh_done(false);
     return;
   }
-  auto conn = connection_for((*candidates)[i]);
+  auto conn = link_for((*candidates)[i]).conn;
   if (!conn) {
     refresh_done(false);
     return;
@@ -429,9 +506,9 @@ void cluster_client::install(slot_map map) {
   auto r = std::make_shared<routing>();
   r->map = std::make_shared<const slot_map>(std::move(map));
   for (const auto& range : r->map->ranges()) {
-    auto conn = connection_for(range.master);
-    if (!conn) return;  // stopped
-    r->owners.push_back(std::move(conn));
+    auto link = link_for(range.master);
+    if (!link.conn) return;  // stopped
+    r->owners.push_back(std::move(link));
   }
   bool changed = true;
   {

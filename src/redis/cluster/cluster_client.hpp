@@ -2,8 +2,10 @@
 // Routing token-bucket decisions over a Redis Cluster: a map of per-node connections
 // (redis::connection, one auto-pipelined connection per node) plus the slot map.
 //
-// A decision goes to the master of its key's slot. Redirections are followed inside the
-// client, as redis-plus-plus does: MOVED refreshes the map and retries on the new owner,
+// A decision goes to the master of its key's slot. A single-key decision goes through that
+// node's decision_batcher first, so decisions on one slot (hash-tagged keys) that arrive
+// while the node is busy share one script call, as on a standalone Redis. Redirections are followed
+// inside the client, as redis-plus-plus does: MOVED refreshes the map and retries on the new owner,
 // ASK retries on the importing node with ASKING sent just before (one request on that
 // connection, so nothing slips in between), NOSCRIPT re-sends the script as EVAL
 // (script_exec.hpp, under the same ASKING). Any
@@ -34,6 +36,7 @@
 #include "redis/cluster/slot_map.hpp"
 #include "redis/connection.hpp"
 #include "redis/decide_command.hpp"
+#include "redis/decision_batcher.hpp"
 #include "redis/engine/script_exec.hpp"
 
 namespace sluice::redis::cluster {
@@ -56,6 +59,10 @@ struct cluster_stats {
   std::uint64_t cross_slot = 0;
   std::uint64_t refunds = 0;          ///< refund scripts sent for slot groups spent in vain
   std::uint64_t refund_failures = 0;  ///< of those, failed: their tokens stay spent
+  /// Single-key decisions' script calls through the nodes' batchers, and the decisions
+  /// they carried (a batch of same-slot decisions is one call).
+  std::uint64_t script_calls = 0;
+  std::uint64_t batched_decisions = 0;
 };
 
 /// What a multi-key script call does with its keys (all in one slot).
@@ -94,23 +101,37 @@ class cluster_client : public std::enable_shared_from_this<cluster_client> {
   /// Counts a multi-key decision that spanned several slots (stats().cross_slot).
   void note_cross_slot() noexcept { cross_slot_.fetch_add(1, std::memory_order_relaxed); }
 
-  cluster_stats stats() const noexcept;
+  cluster_stats stats() const;
 
  private:
   using clock = std::chrono::steady_clock;
   struct op;
   struct attempt;
+  // One node: its connection, and the batcher its single-key decisions go through first.
+  struct node_link {
+    std::shared_ptr<connection> conn;
+    std::shared_ptr<decision_batcher> batcher;
+  };
   // What a submission needs, swapped as a whole when the map changes.
   struct routing {
-    std::shared_ptr<const slot_map> map;              // null until the first CLUSTER SLOTS answer
-    std::vector<std::shared_ptr<connection>> owners;  // aligned with map->ranges()
+    std::shared_ptr<const slot_map> map;  // null until the first CLUSTER SLOTS answer
+    std::vector<node_link> owners;        // aligned with map->ranges()
   };
 
-  std::shared_ptr<connection> connection_for(const node_address& node);
+  // The node's link, made and started on first use; empty once stopped.
+  node_link link_for(const node_address& node);
+  // A decision the batcher of `node` handed back with `reply` (a redirection): followed on
+  // its own from here.
+  void follow(const node_address& node, std::string full_key, const detail::limit_params& params,
+              std::uint64_t limit, clock::time_point deadline, decide_handler handler,
+              const reply_ptr& reply);
   void send(const std::shared_ptr<op>& o, const node_address& node,
             const std::shared_ptr<connection>& conn, send_from from, bool asking);
   void on_reply(const std::shared_ptr<op>& o, const node_address& node, std::error_code ec,
                 reply_ptr reply);
+  // Follows a reply that sends `o` elsewhere or ends it (MOVED, ASK, NOSCRIPT, a transient
+  // cluster error); false for a reply to decode.
+  bool redirected(const std::shared_ptr<op>& o, const node_address& node, const redisReply& reply);
   void retry(const std::shared_ptr<op>& o, const node_address& node, bool asking);
   void route(const std::shared_ptr<op>& o);
   void finish(const std::shared_ptr<op>& o, std::error_code ec, const decision& d = {});
@@ -129,9 +150,9 @@ class cluster_client : public std::enable_shared_from_this<cluster_client> {
   std::string handshake_;
   std::size_t handshake_replies_ = 0;
 
-  std::mutex mu_;  // guards routing_, nodes_, stopped_
+  mutable std::mutex mu_;  // guards routing_, nodes_, stopped_
   std::shared_ptr<const routing> routing_;
-  std::map<node_address, std::shared_ptr<connection>> nodes_;
+  std::map<node_address, node_link> nodes_;
   bool stopped_ = false;
   std::atomic<std::size_t> next_seed_{0};
 

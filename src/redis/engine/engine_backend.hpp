@@ -3,9 +3,10 @@
 // I/O runner (io_runner.hpp), the blocking wait (refused on the I/O thread, where it would
 // never end) and the single-key path. A check or a key operation is one decision: the full
 // key and the algorithm's parameters go to the topology's submit() (the standalone batcher,
-// the Cluster client), which owns the breaker, the in-flight bound, the deadline and the
-// NOSCRIPT re-send. So one check reads: limiter -> engine_backend::async_decide ->
-// submit (topology) -> connection.
+// the Cluster client), which owns the breaker, the in-flight bound and the deadline, and
+// sends through the one script call (script_exec.hpp: EVALSHA, and EVAL once on NOSCRIPT).
+// So one check reads: limiter -> engine_backend::async_decide -> submit (topology: the
+// batcher, or the Cluster client and its node's batcher) -> exec_script -> connection.
 //
 // `Base` is sluice::backend, or an interface that extends it (standalone_backend).
 #include <sluice/backend.hpp>

@@ -14,9 +14,8 @@ void validate_options(const redis_options& o, topology t) {
         (t == topology::cluster ? "Cluster" : "Sentinel"));
   }
   if (o.max_in_flight == 0) throw std::invalid_argument("max_in_flight must be positive");
-  // lua/decide_batch.lua unpacks a call's keys onto Lua's stack (at most ~8000 values). A
-  // Cluster sends one call per decision and does not read it.
-  if (t != topology::cluster && (o.max_batch == 0 || o.max_batch > 1000))
+  // lua/decide_batch.lua unpacks a call's keys onto Lua's stack (at most ~8000 values).
+  if (o.max_batch == 0 || o.max_batch > 1000)
     throw std::invalid_argument("max_batch must be 1..1000");
   if (o.reconnect_backoff_min.count() <= 0 || o.reconnect_backoff_max < o.reconnect_backoff_min)
     throw std::invalid_argument("reconnect backoff must satisfy 0 < min <= max");
