@@ -37,7 +37,7 @@ void decision_batcher::submit(std::string full_key, const detail::limit_params& 
   // The connection's circuit breaker, before anything waits here.
   switch (conn_->current_state()) {
     case connection::state::down:
-      handler(make_error_code(errc::backend_unavailable), {});
+      fail(handler, make_error_code(errc::backend_unavailable));
       return;
     case connection::state::stopped:
       handler(make_error_code(errc::backend_shutting_down), {});
@@ -49,7 +49,7 @@ void decision_batcher::submit(std::string full_key, const detail::limit_params& 
   // decisions, whatever batches they travel in.
   if (accepted_.fetch_add(1, std::memory_order_relaxed) >= options_.max_accepted) {
     accepted_.fetch_sub(1, std::memory_order_relaxed);
-    handler(make_error_code(errc::backend_overloaded), {});
+    fail(handler, make_error_code(errc::backend_overloaded));
     return;
   }
   std::unique_lock lock(mu_);
@@ -251,7 +251,13 @@ void decision_batcher::complete(batch& b, std::error_code ec, const reply_ptr& r
 
 void decision_batcher::finish(pending& p, std::error_code ec, decision d) {
   accepted_.fetch_sub(1, std::memory_order_relaxed);
+  if (ec) return fail(p.handler, ec);
   p.handler(ec, d);
+}
+
+void decision_batcher::fail(const decide_handler& handler, std::error_code ec) const {
+  if (options_.on_failure && ec != errc::backend_shutting_down) options_.on_failure(ec);
+  handler(ec, {});
 }
 
 }  // namespace sluice::redis

@@ -63,6 +63,10 @@ struct batcher_options {
                      std::chrono::steady_clock::time_point deadline, decide_handler handler,
                      const reply_ptr& reply)>
       reroute{};
+  /// Redis Cluster: called with the error of each decision that fails here (the node down,
+  /// overloaded, timed out...; not for shutting down), before its handler: the slot map may
+  /// be stale. Once per failure, so a decision's path carries no wrapper for it.
+  std::function<void(std::error_code)> on_failure{};
 };
 
 class decision_batcher : public std::enable_shared_from_this<decision_batcher> {
@@ -124,6 +128,8 @@ class decision_batcher : public std::enable_shared_from_this<decision_batcher> {
   bool reroutes(const reply_ptr& reply) const;
   // Hands `p` to options_.reroute; it is no longer this batcher's.
   void reroute(pending& p, const reply_ptr& reply);
+  // Tells options_.on_failure of `ec` (not of shutting down), then answers `handler` with it.
+  void fail(const decide_handler& handler, std::error_code ec) const;
   static void append_batch_command(std::string& out, script_call call, const batch& b);
   // Every handler of `b` once: with `ec`, or each with its item of the reply.
   void complete(batch& b, std::error_code ec, const reply_ptr& reply);

@@ -159,6 +159,10 @@ cluster_client::node_link cluster_client::link_for(const node_address& node) {
         handler(make_error_code(errc::backend_shutting_down), {});
       }
     };
+    // The node down, stuck or gone: the map may be stale (a failover).
+    b.on_failure = [weak = weak_from_this()](std::error_code) {
+      if (auto self = weak.lock()) self->request_refresh();
+    };
     link.batcher = std::make_shared<decision_batcher>(io_, link.conn, std::move(b));
     link.conn->start();
   }
@@ -174,14 +178,9 @@ void cluster_client::submit(std::string full_key, const detail::limit_params& pa
   }
   const slot_range* range = r && r->map ? r->map->range_of(key_slot(full_key)) : nullptr;
   if (range) {
-    // The owner's batcher. A failure there may mean a stale map (a failover): look again.
+    // The owner's batcher (whose on_failure looks at the map again).
     const auto& link = r->owners[static_cast<std::size_t>(range - r->map->ranges().data())];
-    link.batcher->submit(std::move(full_key), params, limit,
-                         [self = shared_from_this(), handler = std::move(handler)](
-                             std::error_code ec, const decision& d) {
-                           if (ec && ec != errc::backend_shutting_down) self->request_refresh();
-                           handler(ec, d);
-                         });
+    link.batcher->submit(std::move(full_key), params, limit, std::move(handler));
     return;
   }
   // No map yet, or no master for the slot: route() asks a seed, or fails and looks again.
@@ -241,7 +240,7 @@ void cluster_client::route(const std::shared_ptr<op>& o) {
     r = routing_;  // null once stopped: the seed path below then refuses the call
   }
   node_address node;
-  std::shared_ptr<connection> conn;  // the owner's: an op is the batcher's no more
+  std::shared_ptr<connection> conn;  // an op goes straight to the connection, not the batcher
   if (r && r->map) {
     const slot_range* range = r->map->range_of(slot);
     if (!range) {

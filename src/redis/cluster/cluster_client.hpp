@@ -4,15 +4,15 @@
 //
 // A decision goes to the master of its key's slot. A single-key decision goes through that
 // node's decision_batcher first, so decisions on one slot (hash-tagged keys) that arrive
-// while the node is busy share one script call, as on a standalone Redis. Redirections are followed
-// inside the client, as redis-plus-plus does: MOVED refreshes the map and retries on the new owner,
-// ASK retries on the importing node with ASKING sent just before (one request on that
-// connection, so nothing slips in between), NOSCRIPT re-sends the script as EVAL
-// (script_exec.hpp, under the same ASKING). Any
-// I/O error, timeout or CLUSTERDOWN also refreshes the map, which is how a promoted
-// replica takes over after a master fails. Attempts are bounded (max_redirects) and every
-// decision completes by its deadline (command_timeout from the call): every attempt carries
-// it to its connection, which fails the request there.
+// while the node is busy share one script call, as on a standalone Redis. Redirections are
+// followed inside the client, as redis-plus-plus does: MOVED refreshes the map and retries
+// on the new owner, ASK retries on the importing node with ASKING sent just before (one
+// request on that connection, so nothing slips in between), NOSCRIPT re-sends the script as
+// EVAL (script_exec.hpp, under the same ASKING). Any I/O error, timeout or CLUSTERDOWN also
+// refreshes the map, which is how a promoted replica takes over after a master fails.
+// Attempts are bounded (max_redirects) and every decision completes by its deadline
+// (command_timeout from the call): every attempt carries it to its connection, which fails
+// the request there.
 //
 // Thread-safety: submit() from any thread; everything else runs on the io_context's
 // single thread.
