@@ -3,13 +3,9 @@
 #include <algorithm>
 #include <limits>
 #include <span>
-#include <thread>
 #include <utility>
 
 #include <spdlog/spdlog.h>
-#include <boost/asio/bind_executor.hpp>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
 #include <google/protobuf/util/json_util.h>
@@ -193,30 +189,7 @@ rls_answer rls_decider::job::finish(metrics& m) const {
 
 rls_decider::rls_decider(metrics& m) : metrics_(m) {}
 
-// One thread running an io_context. Not a thread pool with a strand per call, as before: the
-// limiter coalesces completions only for an io_context's executor, and a strand's posts each
-// woke a pool thread, which under load cost more server CPU than the decision itself.
-struct rls_decider::completion_thread {
-  boost::asio::io_context io{1};
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work{io.get_executor()};
-  std::thread thread{[this] { io.run(); }};
-
-  ~completion_thread() {
-    // As ~thread_pool: what has not run by now is abandoned (the gRPC server is shut down
-    // before the decider, so no call waits for it).
-    io.stop();
-    thread.join();
-  }
-};
-
 rls_decider::~rls_decider() = default;
-
-boost::asio::any_io_executor rls_decider::completion_executor() {
-  // Made on first use: a service that never serves gRPC starts no thread for it.
-  std::call_once(completions_once_,
-                 [this] { completions_ = std::make_unique<completion_thread>(); });
-  return completions_->io.get_executor();
-}
 
 boost::asio::thread_pool& rls_decider::blocking_pool() {
   std::call_once(blocking_once_, [this] {
@@ -312,53 +285,67 @@ void rls_decider::decide(std::shared_ptr<const runtime> rt, rls_request req,
     return j->done(j->finish(metrics_));
   }
 
-  // Redis: every part asynchronous; the answer is made on `ex`.
+  // Redis: every part asynchronous, completed where the backend completes it (the
+  // connection's I/O thread; peeks on the blocking pool), with no hop between: the last part
+  // back answers, inline when `ex` is empty, else posted to `ex`.
   j->pending = (items.empty() ? 0 : 1);
   for (std::size_t i = 0; i < n; ++i) {
     if (j->kinds[i] == item_kind::shadow || j->kinds[i] == item_kind::peek) ++j->pending;
   }
   if (j->pending == 0) return j->done(j->finish(metrics_));
-  // Called with j->mu held by the part that came back; the answer goes out on `ex`.
-  auto one_done = [this, j, ex] {
-    if (--j->pending != 0) return;
-    boost::asio::post(ex, [this, j] { j->done(j->finish(metrics_)); });
+  // Each part stores its decisions under j->mu; the one that brings the count to 0 answers,
+  // outside the lock (the answer reads what every part wrote, and no part writes any more).
+  auto part_done = [this, ex](const std::shared_ptr<job>& jb, auto&& store) {
+    {
+      std::lock_guard lock(jb->mu);
+      store();
+      if (--jb->pending != 0) return;
+    }
+    if (ex) {
+      boost::asio::post(ex, [this, jb] { jb->done(jb->finish(metrics_)); });
+    } else {
+      jb->done(jb->finish(metrics_));
+    }
   };
-  // Hold the count up while the parts start: a part completing during the loop must not
-  // finish the job early. (The loop below only reads what the parts do not write.)
+  // Hold the count up while the parts start: a part completing during the loop (inline, or
+  // on the I/O thread already) must not answer early. (The loop only reads what the parts
+  // do not write.)
   {
     std::lock_guard lock(j->mu);
     ++j->pending;
   }
-  if (!items.empty()) {
-    lim.async_check_all(items, boost::asio::bind_executor(
-                                   ex, [j, one_done](std::error_code, std::vector<decision> ds) {
-                                     std::lock_guard lock(j->mu);
-                                     for (std::size_t k = 0; k < ds.size(); ++k)
-                                       j->decisions[j->main_items[k]] = ds[k];
-                                     one_done();
-                                   }));
+  if (items.size() == 1) {
+    // One limit: the single-key check, without the list's copies.
+    const auto& it = items.front();
+    lim.async_check(on_backend_thread, it.key, it.policy, it.cost,
+                    [j, part_done](std::error_code, decision d) {
+                      part_done(j, [&] { j->decisions[j->main_items.front()] = d; });
+                    });
+  } else if (!items.empty()) {
+    lim.async_check_all(on_backend_thread, items,
+                        [j, part_done](std::error_code, std::vector<decision> ds) {
+                          part_done(j, [&] {
+                            for (std::size_t k = 0; k < ds.size(); ++k)
+                              j->decisions[j->main_items[k]] = ds[k];
+                          });
+                        });
   }
   for (std::size_t i = 0; i < n; ++i) {
     if (j->kinds[i] == item_kind::shadow) {
-      lim.async_check(j->matches[i].bucket_key, j->policy_of(i), j->hits[i],
-                      boost::asio::bind_executor(ex, [j, i, one_done](std::error_code, decision d) {
-                        std::lock_guard lock(j->mu);
-                        j->decisions[i] = d;
-                        one_done();
-                      }));
+      lim.async_check(on_backend_thread, j->matches[i].bucket_key, j->policy_of(i), j->hits[i],
+                      [j, i, part_done](std::error_code, decision d) {
+                        part_done(j, [&] { j->decisions[i] = d; });
+                      });
     } else if (j->kinds[i] == item_kind::peek) {
-      // limiter::peek blocks for a round trip: on a thread of its own, then back to `ex`.
-      boost::asio::post(blocking_pool(), [j, i, one_done, &lim] {
+      // limiter::peek blocks for a round trip: on a thread of its own.
+      boost::asio::post(blocking_pool(), [j, i, part_done, &lim] {
         std::error_code ec;
         const auto d = lim.peek(j->matches[i].bucket_key, j->policy_of(i), j->peek_cost(i), ec);
-        std::lock_guard lock(j->mu);
-        j->decisions[i] = d;
-        one_done();
+        part_done(j, [&] { j->decisions[i] = d; });
       });
     }
   }
-  std::lock_guard lock(j->mu);
-  one_done();
+  part_done(j, [] {});
 }
 
 rls_request from_proto(const pb::RateLimitRequest& m) {

@@ -81,9 +81,11 @@ class rls_decider {
   using handler = std::function<void(rls_answer)>;
 
   /// Decides `req` with `rt`'s limits and limiter. `done` is called exactly once: inline on
-  /// the memory backend (which never blocks), otherwise from `ex` once every limit of the
-  /// request is decided, which the backend's timeout bounds (a failing backend answers by
-  /// the failure mode or `unavailable` then). `done` must not throw.
+  /// the memory backend (which never blocks); otherwise once every limit of the request is
+  /// decided, which the backend's timeout bounds (a failing backend answers by the failure
+  /// mode or `unavailable` then): posted to `ex`, or, when `ex` is empty, called where the
+  /// last decision completes (the Redis connection's I/O thread), so it must be short and
+  /// must not block there. `done` must not throw.
   ///
   /// Per descriptor, as the reference service: its hits are its own hits_addend if set,
   /// else the request's (at least 1); 0 looks without spending (limiter::peek). The
@@ -96,19 +98,12 @@ class rls_decider {
   void decide(std::shared_ptr<const runtime> rt, rls_request req, boost::asio::any_io_executor ex,
               handler done);
 
-  /// The executor gRPC calls complete on: an io_context with one thread of this object's
-  /// own, so that the Redis backend hands it every completion of a reply in one post.
-  boost::asio::any_io_executor completion_executor();
-
  private:
   struct job;
-  struct completion_thread;
   boost::asio::thread_pool& blocking_pool();
   metrics& metrics_;
-  std::once_flag completions_once_;
   std::once_flag blocking_once_;
-  // Destroyed first (last member): their jobs use the members above.
-  std::unique_ptr<completion_thread> completions_;
+  // Destroyed first (last member): its jobs use the members above.
   std::unique_ptr<boost::asio::thread_pool> blocking_;
 };
 

@@ -36,8 +36,9 @@ std::string_view code_label(const rls_answer& a) {
 }
 
 // The callback API: each call gets the default unary reactor, finished by the decider's
-// handler (inline on the memory backend, from the decider's own thread on Redis), so no
-// gRPC thread ever waits for the backend.
+// handler: inline on the memory backend, and on Redis where the decision completes (the
+// connection's I/O thread, right after the reply), so no gRPC thread ever waits for the
+// backend and no thread hands the answer to another.
 class rate_limit_service final : public pb::RateLimitService::CallbackService {
  public:
   explicit rate_limit_service(service& svc) : svc_(svc) {}
@@ -50,7 +51,7 @@ class rate_limit_service final : public pb::RateLimitService::CallbackService {
     try {
       auto& decider = svc_.rls();
       decider.decide(
-          svc_.current(), from_proto(*request), decider.completion_executor(),
+          svc_.current(), from_proto(*request), boost::asio::any_io_executor{},
           [this, reactor, response, start](rls_answer a) {
             svc_.stats().rls_call("grpc", code_label(a), steady::now() - start);
             try {

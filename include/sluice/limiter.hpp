@@ -64,6 +64,13 @@ void post_completion(const Executor& ex, F&& f) {
 
 }  // namespace detail
 
+/// Selects the async_check / async_check_all overloads whose handler runs on the backend's
+/// own thread instead of being posted to an executor.
+struct on_backend_thread_t {
+  explicit on_backend_thread_t() = default;
+};
+inline constexpr on_backend_thread_t on_backend_thread{};
+
 /// Counts of what a limiter did, for metrics. Monotonic; read with limiter::stats().
 struct limiter_stats {
   std::uint64_t allowed = 0;
@@ -134,6 +141,22 @@ class limiter {
         },
         token, std::string(key), p, cost);
   }
+
+  /// async_check() for callers whose own event loop is not Asio's (gRPC's callback API,
+  /// libuv, a C callback): `done` is not posted anywhere but called where the backend
+  /// completes the check, with no hand-off between threads. That is inline, before this
+  /// returns, for the memory backend, a cached denial or invalid input; for Redis it is the
+  /// connection's I/O thread, right after the reply is read, so `done` must be short and
+  /// must not block (every other check that the connection completes waits for it).
+  /// Failure modes, validation and stats as async_check. Thread-safe.
+  void async_check(on_backend_thread_t, std::string_view key, const policy& p, std::uint64_t cost,
+                   decide_handler done) {
+    start_check(key, p, cost, std::move(done));
+  }
+  /// async_check_all() that calls `done` where the backend completes it, as the
+  /// on_backend_thread async_check().
+  void async_check_all(on_backend_thread_t, std::span<const check_item> items,
+                       decide_all_handler done);
 
   /// Blocking all-or-nothing check of several limits: one decision per item, in order; the
   /// request they describe is admitted only if every decision allows (all_allowed()), and

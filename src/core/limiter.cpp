@@ -273,7 +273,8 @@ decision limiter::peek(std::string_view key, const policy& p, std::uint64_t cost
 decision limiter::operate(std::string_view key, const policy& p, key_operation op,
                           std::uint64_t amount, std::error_code& ec) noexcept {
   ec = validate(key, p, 1);
-  if (!ec && (op == key_operation::refund || op == key_operation::penalize || op == key_operation::peek)) {
+  if (!ec &&
+      (op == key_operation::refund || op == key_operation::penalize || op == key_operation::peek)) {
     ec = validate(key, p, amount);
   }
   if (!ec && op == key_operation::block &&
@@ -344,6 +345,14 @@ void limiter::start_check_all(std::vector<owned_check_item> owned, decide_all_ha
     }
     done({}, std::move(ds));
   });
+}
+
+void limiter::async_check_all(on_backend_thread_t, std::span<const check_item> items,
+                              decide_all_handler done) {
+  std::vector<owned_check_item> owned;
+  owned.reserve(items.size());
+  for (const auto& it : items) owned.push_back({std::string(it.key), it.policy, it.cost});
+  start_check_all(std::move(owned), std::move(done));
 }
 
 sluice::backend_stats limiter::backend_stats() const noexcept { return state_->primary->stats(); }

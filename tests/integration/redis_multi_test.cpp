@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <latch>
 #include <thread>
 #include <vector>
@@ -171,6 +172,51 @@ TEST(RedisDecideAllTest, LimiterCheckAllOnRedisAndFailureModes) {
   EXPECT_TRUE(down[0].degraded && down[1].degraded);
   EXPECT_TRUE(down[0].allowed);
   EXPECT_FALSE(down[1].allowed);  // closed
+}
+
+// The handler runs on the connection's I/O thread, never the caller's, with the decisions
+// and failure modes of the blocking calls.
+TEST(RedisDecideAllTest, OnBackendThreadCompletesOnTheIoThread) {
+  test::redis_server redis;
+  limiter lim(make_redis_backend(options_for(redis.url())));
+  const auto caller = std::this_thread::get_id();
+  struct seen {
+    std::thread::id where;
+    std::vector<decision> ds;
+  };
+  auto one = [&](const std::string& key, const policy& p) {
+    std::promise<seen> done;
+    lim.async_check(on_backend_thread, key, p, 1, [&](std::error_code ec, decision d) {
+      EXPECT_FALSE(ec);
+      done.set_value({std::this_thread::get_id(), {d}});
+    });
+    return done.get_future().get();
+  };
+  auto pair = [&](const policy& a, const policy& b) {
+    std::promise<seen> done;
+    lim.async_check_all(on_backend_thread, std::vector<check_item>{{"a", a, 1}, {"b", b, 1}},
+                        [&](std::error_code ec, std::vector<decision> ds) {
+                          EXPECT_FALSE(ec);
+                          done.set_value({std::this_thread::get_id(), std::move(ds)});
+                        });
+    return done.get_future().get();
+  };
+  const auto a = slow(4), b = slow(1);
+  const auto first = one("b", b);
+  EXPECT_NE(first.where, caller);
+  EXPECT_TRUE(first.ds.at(0).allowed);
+  const auto second = one("b", b);
+  EXPECT_EQ(second.where, first.where);  // one connection, one I/O thread
+  EXPECT_FALSE(second.ds.at(0).allowed);
+  const auto both = pair(a, b);
+  EXPECT_EQ(both.where, first.where);
+  ASSERT_EQ(both.ds.size(), 2u);
+  EXPECT_FALSE(all_allowed(both.ds));
+  EXPECT_EQ(lim.check("a", a).remaining, 3u);  // the denied pair spent nothing of "a"
+  redis.kill();
+  const auto down = one("a", a);  // closed: denied, degraded, within the timeout
+  EXPECT_FALSE(down.ds.at(0).allowed);
+  EXPECT_TRUE(down.ds.at(0).degraded);
 }
 
 // Pairs of keys from many threads, with lone callers on each key in between: exactly the

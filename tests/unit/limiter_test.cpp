@@ -164,6 +164,36 @@ TEST(LimiterTest, AsyncHandlerNeverRunsInlineAndRunsOnItsExecutor) {
   EXPECT_TRUE(done);
 }
 
+TEST(LimiterTest, OnBackendThreadRunsWhereTheBackendDecides) {
+  // The memory backend decides at once, so the handler has run before the call returns.
+  auto lim = limiter::in_memory();
+  std::vector<decision> seen;
+  for (int i = 0; i < 2; ++i) {
+    lim.async_check(on_backend_thread, "k", bucket(1, 0.001), 1,
+                    [&](std::error_code ec, decision d) {
+                      EXPECT_FALSE(ec);
+                      seen.push_back(d);
+                    });
+  }
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_TRUE(seen[0].allowed);
+  EXPECT_FALSE(seen[1].allowed);
+  bool bad = false;
+  lim.async_check(on_backend_thread, "", bucket(1, 1), 1,
+                  [&](std::error_code ec, decision) { bad = ec == errc::empty_key; });
+  EXPECT_TRUE(bad);
+  std::vector<decision> all;
+  lim.async_check_all(on_backend_thread,
+                      std::vector<check_item>{{"k", bucket(1, 0.001), 1}, {"j", bucket(5, 1), 1}},
+                      [&](std::error_code ec, std::vector<decision> ds) {
+                        EXPECT_FALSE(ec);
+                        all = std::move(ds);
+                      });
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_FALSE(all[0].allowed);  // "k" is spent: the pair is denied, and "j" keeps its 5
+  EXPECT_EQ(lim.check("j", bucket(5, 1)).remaining, 4u);
+}
+
 TEST(LimiterTest, AsyncReportsInvalidInputAndAppliesFailureModes) {
   limiter lim(std::make_shared<failing_backend>(errc::backend_timeout));
   // std::error_code is not Asio's error type, so use_future yields (ec, decision).
