@@ -63,6 +63,8 @@ bytes_floor="$(ratio mem_floor.bytes_per_key mem_ref.bytes_per_key)"
 daemon50="$(ratio sluiced_mem_c50.per_sec nginx_c50.per_sec)"
 rls_mem50="$(ratio rls_memory_d1_c50.per_sec rlsref_memory_c50.per_sec)"
 rls_redis50="$(ratio rls_redis_d1_c50.per_sec rlsref_redis_c50.per_sec)"
+rls_grpc_mem50="$(ratio rls_memory_grpc_d1_c50.per_sec rlsref_memory_c50.per_sec)"
+rls_grpc_redis50="$(ratio rls_redis_grpc_d1_c50.per_sec rlsref_redis_c50.per_sec)"
 rls_h2_mem50="$(ratio rls_memory_h2load_c50.per_sec rlsref_memory_c50.per_sec)"
 rls_h2_redis50="$(ratio rls_redis_h2load_c50.per_sec rlsref_redis_c50.per_sec)"
 
@@ -117,6 +119,8 @@ $( [ "$quick" = 1 ] && echo "
 |---|---|---|---|
 | ShouldRateLimit, one descriptor, 50 streams >= 0.8x \`POST /v1/check\` at 50 connections, memory | $(k rls_memory_d1_c50.per_sec)/s vs $(k rlsref_memory_c50.per_sec)/s | ${rls_mem50}x | $(verdict "$rls_mem50" ">=" 0.8) |
 | (same, Redis) | $(k rls_redis_d1_c50.per_sec)/s vs $(k rlsref_redis_c50.per_sec)/s | ${rls_redis50}x | $(verdict "$rls_redis50" ">=" 0.8) |
+| (same, memory, gRPC's C++ client) | $(k rls_memory_grpc_d1_c50.per_sec)/s vs $(k rlsref_memory_c50.per_sec)/s | ${rls_grpc_mem50}x | $(verdict "$rls_grpc_mem50" ">=" 0.8) |
+| (same, Redis, gRPC's C++ client) | $(k rls_redis_grpc_d1_c50.per_sec)/s vs $(k rlsref_redis_c50.per_sec)/s | ${rls_grpc_redis50}x | $(verdict "$rls_grpc_redis50" ">=" 0.8) |
 | (same, memory, h2load as the gRPC client) | $(k rls_memory_h2load_c50.per_sec)/s vs $(k rlsref_memory_c50.per_sec)/s | ${rls_h2_mem50}x | $(verdict "$rls_h2_mem50" ">=" 0.8) |
 | (same, Redis, h2load as the gRPC client) | $(k rls_redis_h2load_c50.per_sec)/s vs $(k rlsref_redis_c50.per_sec)/s | ${rls_h2_redis50}x | $(verdict "$rls_h2_redis50" ">=" 0.8) |
 | ShouldRateLimit p99 < 5 ms at 50 streams, memory (one / three descriptors) | $(f rls_memory_d1_c50.p99_us) us / $(f rls_memory_d3_c50.p99_us) us | | $(verdict "${F[rls_memory_d1_c50.p99_us]:-n/a}" "<=" 5000) / $(verdict "${F[rls_memory_d3_c50.p99_us]:-n/a}" "<=" 5000) |
@@ -276,14 +280,18 @@ cat <<EOF
 
 ## (f) Envoy's rate limit service: ShouldRateLimit beside \`POST /v1/check\`
 
-\`sluice_bench_rls\` ([bench/rls_load.cpp](../bench/rls_load.cpp), gRPC's callback API, two
-HTTP/2 connections as an Envoy with two workers opens) keeps S calls in flight, each stream
-sending its next call when the previous one is answered; \`/v1/check\` is wrk as in (e), on
-the same sluiced, measured just before at the same concurrency. Domain \`bench\`: one
+\`sluice_bench_rls\` ([bench/rls_load.cpp](../bench/rls_load.cpp); two HTTP/2 connections, as
+an Envoy with two workers opens) keeps S calls in flight, each stream sending its next call
+when the previous one is answered; \`/v1/check\` is wrk as in (e), on the same sluiced,
+measured just before at the same concurrency. Its client speaks gRPC's wire format over
+nghttp2 on one thread ([bench/rls_h2_transport.cpp](../bench/rls_h2_transport.cpp)): about as
+light as wrk, and the HTTP/2 library h2load and (before oghttp2) Envoy itself use. The
+\`grpc\` rows at 50 streams are the same call from gRPC's own C++ client, which costs
+about as much CPU per call as sluiced does and so takes half the machine from it. Domain \`bench\`: one
 descriptor \`{client: k:<i>}\` over 10k keys with /v1/check's limit (token bucket, 100 at
 100/s), or three (\`client\`, a \`tenant\` of 100 values and one \`route\`, whose limits are
 never reached), decided all-or-nothing in one step. The load tools run on the same machine
-as sluiced and take CPU from it: gRPC's client costs more CPU per call than wrk.
+as sluiced and take CPU from it.
 
 The sluiced CPU columns are the daemon's own CPU time (user + system, /proc) over a run
 divided by the calls it answered: what a call costs the server, whatever the client costs.
@@ -296,6 +304,10 @@ for b in memory redis; do
     [ -n "${F[rls_${b}_d1_c$c.per_sec]:-}" ] || continue
     echo "| $b | $c | $(k "rlsref_${b}_c$c.per_sec") | $(f "rlsref_${b}_c$c.p99_us") | $(f "rlsref_${b}_c$c.server_us") | $(k "rls_${b}_d1_c$c.per_sec") | $(f "rls_${b}_d1_c$c.p50_us") | $(f "rls_${b}_d1_c$c.p99_us") | $(f "rls_${b}_d1_c$c.server_us") | $(ratio "rls_${b}_d1_c$c.per_sec" "rlsref_${b}_c$c.per_sec")x | $(k "rls_${b}_d3_c$c.per_sec") | $(f "rls_${b}_d3_c$c.p50_us") | $(f "rls_${b}_d3_c$c.p99_us") | $(f "rls_${b}_d3_c$c.server_us") | $(f "rls_${b}_d1_c$c.errors") / $(f "rls_${b}_d3_c$c.errors") |"
   done
+  g="rls_${b}_grpc_d1_c50"
+  if [ -n "${F[$g.per_sec]:-}" ]; then
+    echo "| $b, gRPC's C++ client | 50 | $(k "rlsref_${b}_c50.per_sec") | $(f "rlsref_${b}_c50.p99_us") | $(f "rlsref_${b}_c50.server_us") | $(k "$g.per_sec") | $(f "$g.p50_us") | $(f "$g.p99_us") | $(f "$g.server_us") | $(ratio "$g.per_sec" "rlsref_${b}_c50.per_sec")x | | | | | $(f "$g.errors") / |"
+  fi
 done
 if [ -n "${F[rls_memory_h2load_c50.per_sec]:-}${F[rls_redis_h2load_c50.per_sec]:-}" ]; then
   cat <<EOF

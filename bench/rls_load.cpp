@@ -1,10 +1,14 @@
 // sluice_bench_rls: ShouldRateLimit calls/s and latency against sluiced's Envoy rate limit
-// service (docs/BENCHMARKS.md, part f), on gRPC's callback API, for a fixed time; prints one
-// line of `name=value` fields per stream count that scripts/bench parses.
+// service (docs/BENCHMARKS.md, part f), for a fixed time; prints one line of `name=value`
+// fields per stream count that scripts/bench parses.
 //
 //   sluice_bench_rls --target 127.0.0.1:PORT [--streams 1,50,500] [--descriptors 1|3]
 //                    [--keys 10000] [--seconds 5] [--warmup 1] [--channels 2]
-//                    [--domain bench] [--rate CALLS_PER_SEC]
+//                    [--domain bench] [--rate CALLS_PER_SEC] [--client h2|grpc]
+//
+// --client (rls_transport.hpp): `h2` (default), gRPC's wire format over nghttp2 on one
+// thread, light enough that on a shared machine the figure is the server's; `grpc`, gRPC's
+// own C++ client, about as heavy as the server.
 //
 // Closed loop (no --rate, or --rate 0): N streams each send one call after another, the next
 // from the completion of the previous (as Envoy's workers do for the requests they hold).
@@ -29,8 +33,6 @@
 // {client: k:<i>}, {tenant: t:<i mod 100>}, {route: /api/v1}; <i> is a random key of
 // --keys. scripts/bench writes the limits file these match. Calls are spread over
 // --channels HTTP/2 connections (Envoy opens one per worker thread).
-#include <grpcpp/grpcpp.h>
-
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -49,7 +51,8 @@
 #include <thread>
 #include <vector>
 
-#include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "envoy/service/ratelimit/v3/rls.pb.h"
+#include "rls_transport.hpp"
 
 namespace {
 
@@ -65,7 +68,8 @@ struct options {
   double warmup = 1;
   int channels = 2;
   std::string domain = "bench";
-  double rate = 0;  // calls/s in all; 0: closed loop
+  double rate = 0;            // calls/s in all; 0: closed loop
+  std::string client = "h2";  // rls_transport.hpp: h2 | grpc
 };
 
 // Closed loop: calls started from `from` and answered by `until`. Open loop: calls due in
@@ -90,7 +94,7 @@ struct schedule {
 };
 
 // What the streams saw inside the measured window, and every call completed (warm-up
-// included). Callbacks run on gRPC's threads: a stream's own tally is touched by one
+// included). Callbacks run on the transport's threads: a stream's own tally is touched by one
 // callback at a time (its calls are sequential); the tallies are merged at the end.
 struct tally {
   std::vector<std::uint32_t> latency_ns;
@@ -151,9 +155,9 @@ std::uint32_t ns_since(steady::time_point t0, steady::time_point t1) {
 // says when a call is due and an answer sends only a call that is already late.
 class stream {
  public:
-  stream(rls::RateLimitService::Stub& stub, const options& o, std::size_t index, window w,
+  stream(sluice::bench::rls_transport& transport, const options& o, std::size_t index, window w,
          const schedule* plan, std::function<void()> on_end)
-      : stub_(stub),
+      : transport_(transport),
         o_(o),
         src_(index + 1),
         index_(index),
@@ -202,16 +206,12 @@ class stream {
     const auto i = src_.next() % o_.keys;
     set_entry(req_, 0, "client", "k:" + std::to_string(i));
     if (o_.descriptors > 1) set_entry(req_, 1, "tenant", "t:" + std::to_string(i % 100));
-    ctx_ = std::make_unique<grpc::ClientContext>();
-    ctx_->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    resp_.Clear();
     t0_ = t0;
     if (plan_ && in_window(t0)) t_.send_lag_ns.push_back(ns_since(t0, steady::now()));
-    stub_.async()->ShouldRateLimit(ctx_.get(), &req_, &resp_,
-                                   [this](const grpc::Status& s) { done(s); });
+    transport_.call(index_, req_, [this](const sluice::bench::call_result& r) { done(r); });
   }
 
-  void done(const grpc::Status& s) {
+  void done(const sluice::bench::call_result& s) {
     const auto t1 = steady::now();
     ++t_.completed;
     if (plan_) return done_open(s, t1);
@@ -222,7 +222,7 @@ class stream {
 
   // Every call meant for the window is recorded, however late its answer: leaving out the
   // slow ones at the end would hide a stall there.
-  void done_open(const grpc::Status& s, steady::time_point t1) {
+  void done_open(const sluice::bench::call_result& s, steady::time_point t1) {
     if (t1 >= w_.from && t1 < w_.until) ++t_.answered_in_window;
     if (in_window(t0_)) record(s, t1);
     steady::time_point late_call;
@@ -250,19 +250,19 @@ class stream {
 
   bool in_window(steady::time_point t) const { return t >= w_.from && t < w_.until; }
 
-  void record(const grpc::Status& s, steady::time_point t1) {
+  void record(const sluice::bench::call_result& s, steady::time_point t1) {
     t_.latency_ns.push_back(ns_since(t0_, t1));
-    if (!s.ok()) {
+    if (!s.ok) {
       ++t_.errors;
-      if (t_.first_error.empty()) t_.first_error = s.error_message();
-    } else if (resp_.overall_code() == rls::RateLimitResponse::OVER_LIMIT) {
+      if (t_.first_error.empty()) t_.first_error = s.error;
+    } else if (s.over_limit) {
       ++t_.over_limit;
     } else {
       ++t_.ok;
     }
   }
 
-  rls::RateLimitService::Stub& stub_;
+  sluice::bench::rls_transport& transport_;
   const options& o_;
   index_source src_;
   std::size_t index_;
@@ -270,8 +270,6 @@ class stream {
   const schedule* plan_;  // null: closed loop
   std::function<void()> on_end_;
   rls::RateLimitRequest req_;
-  rls::RateLimitResponse resp_;
-  std::unique_ptr<grpc::ClientContext> ctx_;
   steady::time_point t0_;
   tally t_;
   // Open loop: the driver's thread and gRPC's meet here.
@@ -298,8 +296,8 @@ void drive(std::vector<std::unique_ptr<stream>>& all, const schedule& plan,
 
 // The streams go to `keep`, which outlives them: gRPC may still be returning from a
 // stream's last callback when the run is over. `plan`: the open loop's, or null.
-tally run(std::vector<std::unique_ptr<rls::RateLimitService::Stub>>& stubs, const options& o,
-          int streams, window w, const schedule* plan, std::vector<std::unique_ptr<stream>>& keep) {
+tally run(sluice::bench::rls_transport& transport, const options& o, int streams, window w,
+          const schedule* plan, std::vector<std::unique_ptr<stream>>& keep) {
   std::mutex m;
   std::condition_variable cv;
   int live = streams;
@@ -309,7 +307,7 @@ tally run(std::vector<std::unique_ptr<rls::RateLimitService::Stub>>& stubs, cons
   };
   std::vector<std::unique_ptr<stream>> all;
   for (std::size_t s = 0; s < static_cast<std::size_t>(streams); ++s)
-    all.push_back(std::make_unique<stream>(*stubs[s % stubs.size()], o, s, w, plan, on_end));
+    all.push_back(std::make_unique<stream>(transport, o, s, w, plan, on_end));
   if (plan) {
     drive(all, *plan, w.until);
   } else {
@@ -397,12 +395,15 @@ options parse(int argc, char** argv) {
       o.domain = value();
     } else if (a == "--rate") {
       o.rate = std::stod(value());
+    } else if (a == "--client") {
+      o.client = value();
     } else {
       throw std::invalid_argument("unknown argument " + std::string(a));
     }
   }
   if (o.target.empty()) throw std::invalid_argument("--target HOST:PORT is required");
   if (o.descriptors != 1 && o.descriptors != 3) throw std::invalid_argument("--descriptors 1|3");
+  if (o.client != "h2" && o.client != "grpc") throw std::invalid_argument("--client h2|grpc");
   if (o.seconds <= 0 || o.warmup < 0) throw std::invalid_argument("bad --seconds or --warmup");
   if (!std::isfinite(o.rate) || o.rate < 0)
     throw std::invalid_argument("bad --rate (calls/s; 0: closed loop)");
@@ -414,17 +415,8 @@ options parse(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     const auto o = parse(argc, argv);
-    std::vector<std::unique_ptr<rls::RateLimitService::Stub>> stubs;
-    for (int c = 0; c < o.channels; ++c) {
-      grpc::ChannelArguments args;
-      // Separate connections: without this, channels with equal arguments share one.
-      args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-      args.SetInt("sluice.bench.channel", c);
-      auto ch = grpc::CreateCustomChannel(o.target, grpc::InsecureChannelCredentials(), args);
-      if (!ch->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10)))
-        throw std::runtime_error("no gRPC connection to " + o.target);
-      stubs.push_back(rls::RateLimitService::NewStub(ch));
-    }
+    auto transport = o.client == "grpc" ? sluice::bench::make_grpc_transport(o.target, o.channels)
+                                        : sluice::bench::make_h2_transport(o.target, o.channels);
     std::vector<std::unique_ptr<stream>> ended;
     for (int streams : o.streams) {
       const auto start = steady::now();
@@ -435,7 +427,7 @@ int main(int argc, char** argv) {
       const window w{at(o.warmup), at(o.warmup + o.seconds)};
       const schedule plan{start, o.rate, static_cast<std::size_t>(streams),
                           at(o.warmup + 2 * o.seconds)};
-      auto t = run(stubs, o, streams, w, o.rate > 0 ? &plan : nullptr, ended);
+      auto t = run(*transport, o, streams, w, o.rate > 0 ? &plan : nullptr, ended);
       print(o, streams, t);
       if (!t.first_error.empty())
         std::fprintf(stderr, "sluice_bench_rls: first error: %s\n", t.first_error.c_str());
