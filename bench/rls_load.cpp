@@ -272,7 +272,7 @@ class stream {
   rls::RateLimitRequest req_;
   steady::time_point t0_;
   tally t_;
-  // Open loop: the driver's thread and gRPC's meet here.
+  // Open loop: the driver's thread and the transport's meet here.
   std::mutex m_;
   std::uint64_t due_ = 0;   // calls that came due
   std::uint64_t sent_ = 0;  // calls sent (or given up)
@@ -294,7 +294,7 @@ void drive(std::vector<std::unique_ptr<stream>>& all, const schedule& plan,
   for (auto& s : all) s->close();
 }
 
-// The streams go to `keep`, which outlives them: gRPC may still be returning from a
+// The streams go to `keep`, which outlives them: the transport may still be returning from a
 // stream's last callback when the run is over. `plan`: the open loop's, or null.
 tally run(sluice::bench::rls_transport& transport, const options& o, int streams, window w,
           const schedule* plan, std::vector<std::unique_ptr<stream>>& keep) {

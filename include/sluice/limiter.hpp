@@ -186,9 +186,7 @@ class limiter {
   /// async_check (`use_future` yields `std::tuple<std::error_code, std::vector<decision>>`).
   template <class CompletionToken>
   auto async_check_all(std::span<const check_item> items, CompletionToken&& token) {
-    std::vector<owned_check_item> owned;
-    owned.reserve(items.size());
-    for (const auto& it : items) owned.push_back({std::string(it.key), it.policy, it.cost});
+    auto owned = own(items);
     return boost::asio::async_initiate<CompletionToken,
                                        void(std::error_code, std::vector<decision>)>(
         [this](auto handler, std::vector<owned_check_item> its) {
@@ -259,6 +257,8 @@ class limiter {
   struct state;
   void start_check(std::string_view key, const policy& p, std::uint64_t cost, decide_handler done);
   void start_check_all(std::vector<owned_check_item> items, decide_all_handler done);
+  /// The items with their keys copied, for a check that outlives the caller's views.
+  static std::vector<owned_check_item> own(std::span<const check_item> items);
   std::shared_ptr<state> state_;
 };
 

@@ -347,12 +347,16 @@ void limiter::start_check_all(std::vector<owned_check_item> owned, decide_all_ha
   });
 }
 
-void limiter::async_check_all(on_backend_thread_t, std::span<const check_item> items,
-                              decide_all_handler done) {
+std::vector<limiter::owned_check_item> limiter::own(std::span<const check_item> items) {
   std::vector<owned_check_item> owned;
   owned.reserve(items.size());
   for (const auto& it : items) owned.push_back({std::string(it.key), it.policy, it.cost});
-  start_check_all(std::move(owned), std::move(done));
+  return owned;
+}
+
+void limiter::async_check_all(on_backend_thread_t, std::span<const check_item> items,
+                              decide_all_handler done) {
+  start_check_all(own(items), std::move(done));
 }
 
 sluice::backend_stats limiter::backend_stats() const noexcept { return state_->primary->stats(); }
