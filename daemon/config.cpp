@@ -420,7 +420,7 @@ void parse_envoy_rls(const reader& r, const YAML::Node& n, envoy_rls_config& out
   r.expect_map(n, "envoy_rls");
   r.only_keys(n, "envoy_rls",
               {"listen", "config", "on_backend_failure", "merge_domains", "shadow_mode",
-               "response_headers", "tls"});
+               "response_headers", "tls", "max_descriptors", "max_descriptor_entries"});
   if (auto l = n["listen"]) {
     config tmp;
     try {
@@ -446,6 +446,12 @@ void parse_envoy_rls(const reader& r, const YAML::Node& n, envoy_rls_config& out
     out.on_backend_failure = rls_mode(r, m, "envoy_rls.on_backend_failure");
   if (auto m = n["merge_domains"]) out.merge_domains = r.boolean(m, "envoy_rls.merge_domains");
   if (auto m = n["shadow_mode"]) out.shadow_mode = r.boolean(m, "envoy_rls.shadow_mode");
+  if (auto m = n["max_descriptors"])
+    out.max_descriptors = r.integer<std::uint32_t>(m, "envoy_rls.max_descriptors", 1, 100'000);
+  if (auto m = n["max_descriptor_entries"]) {
+    out.max_descriptor_entries =
+        r.integer<std::uint32_t>(m, "envoy_rls.max_descriptor_entries", 1, 100'000);
+  }
   if (auto m = n["response_headers"]) parse_rls_headers(r, m, out.response_headers);
   if (auto m = n["tls"]) parse_rls_tls(r, m, out.tls);
   std::vector<std::string> paths;

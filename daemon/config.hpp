@@ -48,6 +48,12 @@ struct envoy_rls_config {
   rls_failure_mode on_backend_failure = rls_failure_mode::unavailable;
   /// Several files naming one domain add to it (otherwise a duplicate domain is an error).
   bool merge_domains = false;
+  /// Descriptors in one request (`max_descriptors`) and entries in one descriptor
+  /// (`max_descriptor_entries`): a request over either is answered INVALID_ARGUMENT before
+  /// any matching, so one call's work stays bounded. Envoy sends one descriptor per
+  /// rate_limits action set, each with a few entries.
+  std::uint32_t max_descriptors = 256;
+  std::uint32_t max_descriptor_entries = 64;
   /// As the reference's SHADOW_MODE: every limit is decided and counted as usual (statuses
   /// say OVER_LIMIT where over) but the overall code is always OK. Applies on reload.
   bool shadow_mode = false;

@@ -220,6 +220,20 @@ void rls_decider::decide(std::shared_ptr<const runtime> rt, rls_request req,
   // As the reference refuses them.
   if (req.domain.empty()) return invalid("rate limit domain must not be empty");
   if (req.descriptors.empty()) return invalid("rate limit descriptor list must not be empty");
+  // Bounded before any work, so that one call cannot buy seconds of CPU.
+  if (req.descriptors.size() > rls.max_descriptors) {
+    return invalid("rate limit descriptor list has " + std::to_string(req.descriptors.size()) +
+                   " descriptors; envoy_rls.max_descriptors is " +
+                   std::to_string(rls.max_descriptors));
+  }
+  for (std::size_t i = 0; i < req.descriptors.size(); ++i) {
+    if (req.descriptors[i].entries.size() > rls.max_descriptor_entries) {
+      return invalid("descriptor " + std::to_string(i) + " has " +
+                     std::to_string(req.descriptors[i].entries.size()) +
+                     " entries; envoy_rls.max_descriptor_entries is " +
+                     std::to_string(rls.max_descriptor_entries));
+    }
+  }
 
   auto j = std::make_shared<job>();
   j->rt = rt;

@@ -18,9 +18,7 @@ std::optional<token_bucket_state> as_bucket(const std::optional<limit_state>& s)
   return token_bucket_state{s->x, s->y};
 }
 
-token_bucket_params as_bucket_params(const limit_params& p) noexcept {
-  return {p.a, p.b, p.cost};
-}
+token_bucket_params as_bucket_params(const limit_params& p) noexcept { return {p.a, p.b, p.cost}; }
 
 limit_outcome token_bucket_step(const limit_params& p, std::optional<limit_state>& s,
                                 std::int64_t now_ms) {
@@ -48,9 +46,12 @@ bool still_blocked(std::optional<limit_state>& s, std::int64_t now_us) noexcept 
 // One unit of what the policy counts, in its parameters' units.
 std::int64_t unit_of(const limit_params& p) noexcept {
   switch (p.algo) {
-    case algorithm::token_bucket: return micro_tokens_per_token;
-    case algorithm::gcra: return p.a;
-    default: return 1;
+    case algorithm::token_bucket:
+      return micro_tokens_per_token;
+    case algorithm::gcra:
+      return p.a;
+    default:
+      return 1;
   }
 }
 
@@ -72,10 +73,14 @@ limit_status status(const limit_params& p, const std::optional<limit_state>& sta
       return {std::max<std::int64_t>(0, level) / micro_tokens_per_token,
               ceil_div(p.a - level, p.b)};
     }
-    case algorithm::gcra: return gcra_status(p, s, now_us);
-    case algorithm::fixed_window: return fixed_window_status(p, s, now_ms);
-    case algorithm::sliding_window_counter: return sliding_window_counter_status(p, s, now_ms);
-    case algorithm::sliding_window: return sliding_window_status(p, s, now_ms);
+    case algorithm::gcra:
+      return gcra_status(p, s, now_us);
+    case algorithm::fixed_window:
+      return fixed_window_status(p, s, now_ms);
+    case algorithm::sliding_window_counter:
+      return sliding_window_counter_status(p, s, now_ms);
+    case algorithm::sliding_window:
+      return sliding_window_status(p, s, now_ms);
   }
   return {};
 }
@@ -110,12 +115,16 @@ limit_outcome limit_decide(const limit_params& p, std::optional<limit_state>& st
                            std::int64_t now_us) {
   if (still_blocked(state, now_us)) return blocked(state->blocked_until_us, now_us);
   switch (p.algo) {
-    case algorithm::token_bucket: return token_bucket_step(p, state, ms_of(now_us));
-    case algorithm::gcra: return gcra_decide(p, state, now_us);
-    case algorithm::fixed_window: return fixed_window_decide(p, state, ms_of(now_us));
+    case algorithm::token_bucket:
+      return token_bucket_step(p, state, ms_of(now_us));
+    case algorithm::gcra:
+      return gcra_decide(p, state, now_us);
+    case algorithm::fixed_window:
+      return fixed_window_decide(p, state, ms_of(now_us));
     case algorithm::sliding_window_counter:
       return sliding_window_counter_decide(p, state, ms_of(now_us));
-    case algorithm::sliding_window: return sliding_window_decide(p, state, ms_of(now_us));
+    case algorithm::sliding_window:
+      return sliding_window_decide(p, state, ms_of(now_us));
   }
   return {};
 }
@@ -132,10 +141,10 @@ limit_outcome limit_peek(const limit_params& p, const std::optional<limit_state>
 }
 
 limit_params to_limit_params(const policy& p, key_operation op, std::uint64_t amount) noexcept {
-  limit_params lp = to_limit_params(p, op == key_operation::peek || op == key_operation::refund ||
-                                              op == key_operation::penalize
-                                          ? amount
-                                          : 1);
+  limit_params lp = to_limit_params(
+      p, op == key_operation::peek || op == key_operation::refund || op == key_operation::penalize
+             ? amount
+             : 1);
   lp.op = static_cast<limit_op>(op);
   if (op == key_operation::block) lp.cost = static_cast<std::int64_t>(amount);
   if (op == key_operation::reset) lp.cost = 0;
@@ -177,16 +186,23 @@ limit_applied limit_apply(const limit_params& p, std::optional<limit_state>& sta
         case algorithm::token_bucket: {
           const auto tb = as_bucket_params(p);
           auto s = token_bucket_refill(tb, as_bucket(state), now_ms);
-          s.level_ut = refund ? std::min(p.a, s.level_ut + p.cost) : std::max(-p.a, s.level_ut - p.cost);
+          s.level_ut =
+              refund ? std::min(p.a, s.level_ut + p.cost) : std::max(-p.a, s.level_ut - p.cost);
           state = scalar_state(s.level_ut, s.ts_ms);
           break;
         }
-        case algorithm::gcra: gcra_adjust(p, state, now_us, refund); break;
-        case algorithm::fixed_window: fixed_window_adjust(p, state, now_ms, refund); break;
+        case algorithm::gcra:
+          gcra_adjust(p, state, now_us, refund);
+          break;
+        case algorithm::fixed_window:
+          fixed_window_adjust(p, state, now_ms, refund);
+          break;
         case algorithm::sliding_window_counter:
           sliding_window_counter_adjust(p, state, now_ms, refund);
           break;
-        case algorithm::sliding_window: sliding_window_adjust(p, state, now_ms, refund); break;
+        case algorithm::sliding_window:
+          sliding_window_adjust(p, state, now_ms, refund);
+          break;
       }
       break;
     }
@@ -209,11 +225,14 @@ limit_outcome limit_assumed(const limit_params& p, bool allow) noexcept {
     return limit_decide(p, none, 0);
   }
   switch (p.algo) {
-    case algorithm::token_bucket: return {false, 0, ceil_div(p.cost, p.b), ceil_div(p.a, p.b)};
-    case algorithm::gcra: return {false, 0, ceil_div(p.cost, 1000), ceil_div(p.b, 1000)};
+    case algorithm::token_bucket:
+      return {false, 0, ceil_div(p.cost, p.b), ceil_div(p.a, p.b)};
+    case algorithm::gcra:
+      return {false, 0, ceil_div(p.cost, 1000), ceil_div(p.b, 1000)};
     case algorithm::fixed_window:
     case algorithm::sliding_window_counter:
-    case algorithm::sliding_window: return {false, 0, p.b, p.b};
+    case algorithm::sliding_window:
+      return {false, 0, p.b, p.b};
   }
   return {};
 }
@@ -259,7 +278,7 @@ decision to_decision(const limit_outcome& o, std::uint64_t limit) noexcept {
   decision d;
   d.allowed = o.allowed;
   d.limit = limit;
-  d.remaining = static_cast<std::uint64_t>(o.remaining);
+  d.remaining = std::min(static_cast<std::uint64_t>(o.remaining), limit);
   d.retry_after = std::chrono::milliseconds{o.retry_after_ms};
   d.reset_after = std::chrono::milliseconds{o.reset_after_ms};
   return d;

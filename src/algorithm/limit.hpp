@@ -84,6 +84,14 @@ inline limit_state scalar_state(std::int64_t x, std::int64_t y = 0, std::int64_t
   return s;
 }
 
+/// The longest wait (retry_after_ms, reset_after_ms) a decision may report: the largest
+/// bucket (max_capacity) refilling at the lowest rate (0.001/s: 1e6 ms a token) from one
+/// burst below empty (a penalized bucket owes at most one burst), 2e15 ms. GCRA's bursts,
+/// the windows and a block (max_window) are shorter. A backend's reply beyond it is not a
+/// decision (Redis holds what any client wrote there).
+inline constexpr std::int64_t longest_wait_ms =
+    2 * static_cast<std::int64_t>(max_capacity) * 1'000'000;
+
 struct limit_outcome {
   bool allowed = false;
   std::int64_t remaining = 0;       ///< whole units left after this decision
@@ -106,8 +114,8 @@ limit_outcome limit_peek(const limit_params& p, const std::optional<limit_state>
 /// The result of limit_apply: the outcome to report, and what to store.
 struct limit_applied {
   limit_outcome outcome;
-  bool write = false;        ///< store `state` (or delete the key when it is empty)
-  std::int64_t ttl_ms = 0;   ///< the stored state's lifetime when written
+  bool write = false;       ///< store `state` (or delete the key when it is empty)
+  std::int64_t ttl_ms = 0;  ///< the stored state's lifetime when written
 };
 
 /// Any step, p.op saying which. A check is limit_decide (written when allowed); a peek is
@@ -130,11 +138,11 @@ struct limit_item {
 };
 
 struct limit_multi_outcome {
-  bool allowed = false;                ///< every item allowed: store `next` (then only)
-  std::vector<limit_outcome> items;    ///< one per item, in order
+  bool allowed = false;              ///< every item allowed: store `next` (then only)
+  std::vector<limit_outcome> items;  ///< one per item, in order
   /// Per state: what to store when `allowed`; empty for a state no item used.
   std::vector<std::optional<limit_state>> next;
-  std::vector<std::int64_t> ttl_ms;    ///< per state: its lifetime (its last item's reset)
+  std::vector<std::int64_t> ttl_ms;  ///< per state: its lifetime (its last item's reset)
 };
 
 /// All-or-nothing over several keys, mixing algorithms: items are decided in sequence,
@@ -147,7 +155,8 @@ limit_multi_outcome limit_decide_all(std::span<const limit_item> items,
                                      std::span<const std::optional<limit_state>> prev,
                                      std::int64_t now_us);
 
-/// The public decision for an outcome of a policy whose limit_of() is `limit`.
+/// The public decision for an outcome of a policy whose limit_of() is `limit`; remaining is
+/// at most `limit` (a key that another policy, or another client, wrote may hold more).
 decision to_decision(const limit_outcome& o, std::uint64_t limit) noexcept;
 
 }  // namespace sluice::detail

@@ -11,6 +11,7 @@
 #include "algorithm/limit.hpp"
 #include "core/burst_log.hpp"
 #include "core/deny_cache.hpp"
+#include "core/key_groups.hpp"
 
 namespace sluice {
 
@@ -79,14 +80,14 @@ struct limiter::state {
   std::optional<std::vector<decision>> precheck_all(std::span<const check_item> items,
                                                     std::error_code& ec) {
     ec.clear();
+    const auto groups =
+        detail::group_keys(items.size(), [&](std::size_t i) { return items[i].key; });
     for (std::size_t i = 0; i < items.size(); ++i) {
       const auto& it = items[i];
       ec = validate(it.key, it.policy, it.cost);
       // One key holds one algorithm's state: two algorithms on it in one call is nonsense.
-      for (std::size_t j = 0; !ec && j < i; ++j) {
-        if (items[j].key == it.key && items[j].policy.algorithm != it.policy.algorithm)
-          ec = errc::mismatched_parameters;
-      }
+      if (!ec && items[groups.first[groups.group[i]]].policy.algorithm != it.policy.algorithm)
+        ec = errc::mismatched_parameters;
       if (ec) {
         invalid.fetch_add(1, std::memory_order_relaxed);
         return std::vector<decision>{};
@@ -111,6 +112,7 @@ struct limiter::state {
   // Bookkeeping for a multi-key decision the backend made.
   void decided_all(std::span<const check_item> items, const std::vector<decision>& ds) {
     log.success();
+    std::optional<detail::key_groups> groups;  // only when a denial may be cached
     for (std::size_t i = 0; i < items.size(); ++i) {
       const auto& it = items[i];
       const auto& d = ds[i];
@@ -118,11 +120,9 @@ struct limiter::state {
       if (d.allowed || !it.policy.cache_denials) continue;
       // With another item on the same key, the retry time also waits for that item's
       // cost: more than this key alone needs, so not a denial the cache may repeat.
-      bool shared_key = false;
-      for (std::size_t j = 0; j < items.size() && !shared_key; ++j) {
-        shared_key = j != i && items[j].key == it.key;
-      }
-      if (!shared_key) denials.remember(it.key, it.policy, it.cost, d);
+      if (!groups)
+        groups = detail::group_keys(items.size(), [&](std::size_t k) { return items[k].key; });
+      if (groups->count[groups->group[i]] == 1) denials.remember(it.key, it.policy, it.cost, d);
     }
   }
 

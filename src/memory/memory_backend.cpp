@@ -25,6 +25,7 @@
 
 #include "algorithm/limit.hpp"
 #include "algorithm/token_bucket.hpp"
+#include "core/key_groups.hpp"
 
 namespace sluice {
 namespace {
@@ -372,7 +373,8 @@ class memory_backend final : public backend {
     std::lock_guard lock(s.mu);
     slot* found = s.table.find(h, key);
 
-    if (p.algorithm != algorithm::token_bucket || (found != nullptr && found->algo == blocked_tag)) {
+    if (p.algorithm != algorithm::token_bucket ||
+        (found != nullptr && found->algo == blocked_tag)) {
       out = decide_generic(s, found, h, key, p, cost, now_us);
       return {};
     }
@@ -443,23 +445,24 @@ class memory_backend final : public backend {
     }
     const std::int64_t now_us = clock_->now().count();
     const std::int64_t now_ms = now_us / 1000;
-    // Distinct keys get one state each (items on one key spend from it). A linear search:
-    // a call holds a handful of items (the rules matching one request).
+    // Distinct keys get one state each (items on one key spend from it).
     struct key_ref {
       std::uint64_t hash;
       std::string_view key;
       std::size_t shard;
       algorithm algo;  // the first item's; the limiter refuses two on one key
     };
+    const auto groups =
+        detail::group_keys(items.size(), [&](std::size_t i) { return items[i].key; });
     std::vector<key_ref> keys;
+    keys.reserve(groups.first.size());
+    for (const auto i : groups.first) {
+      const std::uint64_t h = hash_key(items[i].key);
+      keys.push_back({h, items[i].key, (h >> 32) % shards_.size(), items[i].policy.algorithm});
+    }
     std::vector<detail::limit_item> math(items.size());
     for (std::size_t i = 0; i < items.size(); ++i) {
-      const std::uint64_t h = hash_key(items[i].key);
-      std::size_t b = 0;
-      while (b < keys.size() && !(keys[b].hash == h && keys[b].key == items[i].key)) ++b;
-      if (b == keys.size())
-        keys.push_back({h, items[i].key, (h >> 32) % shards_.size(), items[i].policy.algorithm});
-      math[i] = {detail::to_limit_params(items[i].policy, items[i].cost), b};
+      math[i] = {detail::to_limit_params(items[i].policy, items[i].cost), groups.group[i]};
     }
     // Every shard involved is locked, each once, in ascending order: two calls can never
     // wait for each other in a cycle, and decide() holds only one shard at a time.

@@ -24,11 +24,7 @@ struct decimal {
   std::size_t len = 0;
 };
 
-// No wait is longer than the largest bucket takes to refill from one capacity below empty
-// (a penalized bucket owes at most one burst) at the lowest rate: 1e9 tokens at 0.001/s
-// twice over, 2e15 ms; gcra's bursts and the windows are shorter still.
-constexpr long long longest_wait_ms =
-    2 * static_cast<long long>(max_capacity) * detail::micro_tokens_per_token;
+using detail::longest_wait_ms;
 
 // {allowed 0|1, remaining whole units, retry_after_ms, reset_after_ms} at e[0..3].
 script_reply parse_outcome(const redisReply* const* e, detail::limit_outcome& out) noexcept {

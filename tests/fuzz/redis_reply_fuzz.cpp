@@ -27,9 +27,7 @@ using namespace sluice;
 using redis::reply_ptr;
 using redis::reply_reader;
 
-// The longest wait a real bucket can report: the largest capacity refilled at the
-// smallest rate (1e9 tokens at 0.001/s), in ms.
-constexpr std::int64_t longest_wait_ms = 1'000'000'000'000'000;
+using detail::longest_wait_ms;
 
 // Every reply the reader yields for `stream` fed in pieces of `chunks` bytes, and how it
 // ended (incomplete or protocol_error).
@@ -95,7 +93,7 @@ void check_outcome(const detail::limit_outcome& o) {
 
 // What the daemon and the middleware make of a decision: headers and a problem body.
 void check_decision(const decision& d, const policy& p) {
-  SLUICE_FUZZ_CHECK(d.limit == p.capacity);
+  SLUICE_FUZZ_CHECK(d.limit == p.capacity && d.remaining <= d.limit);
   SLUICE_FUZZ_CHECK(d.retry_after.count() >= 0 && d.retry_after.count() <= longest_wait_ms);
   SLUICE_FUZZ_CHECK(d.reset_after.count() >= 0 && d.reset_after.count() <= longest_wait_ms);
   for (const auto& h : http::rate_limit_headers(d, "fuzz", p)) {

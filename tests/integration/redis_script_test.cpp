@@ -15,6 +15,7 @@
 #include "redis/decide_command.hpp"
 #include "support/redis_client.hpp"
 #include "support/redis_server.hpp"
+#include "support/test_seed.hpp"
 
 #include "support/policies.hpp"
 
@@ -31,15 +32,23 @@ using sluice::test::window;
 const std::vector<policy>& policies() {
   static const std::vector<policy> all = [] {
     std::vector<policy> v;
-    for (auto [cap, rate] : std::initializer_list<std::pair<std::uint64_t, double>>{
-             {1, 0.001}, {3, 0.007}, {10, 1}, {10, 0.333}, {100, 123.457}, {5, 1000},
-             {2, 999.999}, {1'000'000'000, 0.001}, {1'000'000'000, 1e9}, {50, 0.002}})
+    for (auto [cap, rate] :
+         std::initializer_list<std::pair<std::uint64_t, double>>{{1, 0.001},
+                                                                 {3, 0.007},
+                                                                 {10, 1},
+                                                                 {10, 0.333},
+                                                                 {100, 123.457},
+                                                                 {5, 1000},
+                                                                 {2, 999.999},
+                                                                 {1'000'000'000, 0.001},
+                                                                 {1'000'000'000, 1e9},
+                                                                 {50, 0.002}})
       v.push_back(bucket(algorithm::token_bucket, cap, rate));
     for (auto [cap, rate] : std::initializer_list<std::pair<std::uint64_t, double>>{
              {1, 0.5}, {3, 7}, {10, 1}, {10, 333}, {100, 1000}, {5, 1e6}, {1000, 0.001}})
       v.push_back(bucket(algorithm::gcra, cap, rate));
-    for (auto a : {algorithm::fixed_window, algorithm::sliding_window_counter,
-                   algorithm::sliding_window}) {
+    for (auto a :
+         {algorithm::fixed_window, algorithm::sliding_window_counter, algorithm::sliding_window}) {
       for (auto [limit, w] : std::initializer_list<std::pair<std::uint64_t, std::int64_t>>{
                {1, 1}, {2, 7}, {5, 1000}, {10, 60'000}, {100, 3'000}, {3, 86'400'000}})
         v.push_back(window(a, limit, w));
@@ -65,17 +74,14 @@ std::int64_t random_step(std::mt19937_64& rng) {
   }
 }
 
-const policy& random_policy(std::mt19937_64& rng) {
-  return policies()[rng() % policies().size()];
-}
+const policy& random_policy(std::mt19937_64& rng) { return policies()[rng() % policies().size()]; }
 
 // A cost of 1..3, or the whole limit one time in `full_one_in`.
 detail::limit_params random_params(std::mt19937_64& rng, const policy& p, unsigned full_one_in) {
   const auto most = static_cast<std::int64_t>(limit_of(p));
-  const std::int64_t cost =
-      rng() % full_one_in == 0
-          ? most
-          : std::uniform_int_distribution<std::int64_t>(1, std::min<std::int64_t>(most, 3))(rng);
+  const std::int64_t cost = rng() % full_one_in == 0 ? most
+                                                     : std::uniform_int_distribution<std::int64_t>(
+                                                           1, std::min<std::int64_t>(most, 3))(rng);
   return detail::to_limit_params(p, static_cast<std::uint64_t>(cost));
 }
 
@@ -96,10 +102,14 @@ std::string stored_form(algorithm a, const detail::limit_state& s) {
   const auto n = [](std::int64_t v) { return std::to_string(v); };
   if (s.blocked_until_us != 0) return "b" + n(s.blocked_until_us);
   switch (a) {
-    case algorithm::token_bucket: return n(s.x) + " " + n(s.y);
-    case algorithm::gcra: return n(s.x);
-    case algorithm::fixed_window: return "f" + n(s.x) + " " + n(s.y);
-    case algorithm::sliding_window_counter: return "c" + n(s.x) + " " + n(s.y) + " " + n(s.z);
+    case algorithm::token_bucket:
+      return n(s.x) + " " + n(s.y);
+    case algorithm::gcra:
+      return n(s.x);
+    case algorithm::fixed_window:
+      return "f" + n(s.x) + " " + n(s.y);
+    case algorithm::sliding_window_counter:
+      return "c" + n(s.x) + " " + n(s.y) + " " + n(s.z);
     case algorithm::sliding_window: {
       std::string out = "w";
       for (std::size_t i = 0; i < s.log.size(); ++i)
@@ -155,8 +165,8 @@ struct key_pool {
 TEST(RedisScriptTest, LuaMatchesCppOnRandomHistories) {
   test::redis_server redis;
   test::redis_client c(redis.port());
-  const std::uint64_t seed = std::random_device{}();
-  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  const std::uint64_t seed = test::test_seed(20261207);
+  SCOPED_TRACE(test::seed_trace(seed));
   std::mt19937_64 rng(seed);
   int steps = 0, allowed = 0, denied = 0, ops = 0;
   for (int history = 0; history < 100; ++history) {
@@ -205,8 +215,8 @@ TEST(RedisScriptTest, LuaMatchesCppOnRandomHistories) {
         t = {std::move(next), p.algo};
         // The key lives until its state stops mattering: then it may vanish.
         if (t.state) {
-          const auto px = t.state->blocked_until_us != 0 ? applied.ttl_ms
-                                                         : expected_px(p.algo, applied.ttl_ms);
+          const auto px =
+              t.state->blocked_until_us != 0 ? applied.ttl_ms : expected_px(p.algo, applied.ttl_ms);
           ASSERT_LE(ttl, px);
           ASSERT_GE(ttl, px - 1000);
         }
@@ -218,8 +228,7 @@ TEST(RedisScriptTest, LuaMatchesCppOnRandomHistories) {
       }
     }
   }
-  std::printf("%d steps: %d allowed, %d denied, %d key operations\n", steps, allowed, denied,
-              ops);
+  std::printf("%d steps: %d allowed, %d denied, %d key operations\n", steps, allowed, denied, ops);
   EXPECT_GT(allowed, steps / 10);
   EXPECT_GT(denied, steps / 10);
   EXPECT_GT(ops, steps / 10);
@@ -230,8 +239,8 @@ TEST(RedisScriptTest, LuaMatchesCppOnRandomHistories) {
 TEST(RedisScriptTest, MultiLuaMatchesCppOnRandomHistories) {
   test::redis_server redis;
   test::redis_client c(redis.port());
-  const std::uint64_t seed = std::random_device{}();
-  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  const std::uint64_t seed = test::test_seed(20261208);
+  SCOPED_TRACE(test::seed_trace(seed));
   std::mt19937_64 rng(seed);
   int steps = 0, committed = 0, refused = 0, repeated = 0, mixed = 0;
   for (int history = 0; history < 40; ++history) {
@@ -259,7 +268,8 @@ TEST(RedisScriptTest, MultiLuaMatchesCppOnRandomHistories) {
       repeated += dup ? 1 : 0;
       mixed += items.front().params.algo != items.back().params.algo ? 1 : 0;
       std::vector<std::optional<detail::limit_state>> prev(pool);
-      for (std::size_t k = 0; k < pool; ++k) prev[k] = kp.keys[k].for_algo(kp.policy_of[k].algorithm);
+      for (std::size_t k = 0; k < pool; ++k)
+        prev[k] = kp.keys[k].for_algo(kp.policy_of[k].algorithm);
       auto cpp = detail::limit_decide_all(items, prev, now * 1000);
 
       std::string cmds;
@@ -314,8 +324,8 @@ TEST(RedisScriptTest, MultiLuaMatchesCppOnRandomHistories) {
 TEST(RedisScriptTest, BatchLuaMatchesCppOnRandomHistories) {
   test::redis_server redis;
   test::redis_client c(redis.port());
-  const std::uint64_t seed = std::random_device{}();
-  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  const std::uint64_t seed = test::test_seed(20261209);
+  SCOPED_TRACE(test::seed_trace(seed));
   std::mt19937_64 rng(seed);
   int calls = 0, allowed = 0, denied = 0, repeated = 0;
   for (int history = 0; history < 40; ++history) {
@@ -459,11 +469,24 @@ TEST(RedisScriptTest, MalformedStateIsAScriptError) {
 TEST(RedisScriptTest, SingleAndBatchScriptsAgreeOnEveryStoredValue) {
   test::redis_server redis;
   test::redis_client c(redis.port());
-  const std::vector<std::string> values{
-      "5000000 900", "0 1000",   "99999999999 0", "3000000 2000", "10000000 1000",
-      "garbage",     "1",        "x y",           "5 ",           " 5",
-      "5 x",         "1e6 900",  "0x10 900",      "-1 900",       "5000000 900 7",
-      "",            "nan 900",  "5000000  900"};
+  const std::vector<std::string> values{"5000000 900",
+                                        "0 1000",
+                                        "99999999999 0",
+                                        "3000000 2000",
+                                        "10000000 1000",
+                                        "garbage",
+                                        "1",
+                                        "x y",
+                                        "5 ",
+                                        " 5",
+                                        "5 x",
+                                        "1e6 900",
+                                        "0x10 900",
+                                        "-1 900",
+                                        "5000000 900 7",
+                                        "",
+                                        "nan 900",
+                                        "5000000  900"};
   const detail::limit_params p{algorithm::token_bucket, 10'000'000, 1000, 1'000'000};
   int decided = 0, refused = 0;
   for (const auto& v : values) {
@@ -492,8 +515,7 @@ TEST(RedisScriptTest, SingleAndBatchScriptsAgreeOnEveryStoredValue) {
       detail::limit_outcome single_outcome;
       ASSERT_EQ(redis::parse_decide_reply(one, single_outcome), redis::script_reply::decided);
       std::vector<redis::batch_item> items;
-      ASSERT_EQ(redis::parse_decide_batch_reply(batch, 1, items),
-                redis::script_reply::decided);
+      ASSERT_EQ(redis::parse_decide_batch_reply(batch, 1, items), redis::script_reply::decided);
       ASSERT_FALSE(items[0].ec);
       expect_same_outcome(items[0].outcome, single_outcome);
     }

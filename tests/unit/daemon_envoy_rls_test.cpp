@@ -79,6 +79,13 @@ TEST(DaemonEnvoyRlsTest, SectionDefaultsAndEveryKey) {
   EXPECT_EQ(c.envoy_rls.on_backend_failure, rls_failure_mode::unavailable);
   EXPECT_FALSE(c.envoy_rls.merge_domains);
   EXPECT_NE(c.envoy_rls.limits->find("edge"), nullptr);
+  EXPECT_EQ(c.envoy_rls.max_descriptors, 256u);
+  EXPECT_EQ(c.envoy_rls.max_descriptor_entries, 64u);
+  auto capped = parse_config(with_section("  config: " + dir.file() +
+                                          "\n  max_descriptors: 3\n  max_descriptor_entries: 2\n"),
+                             "test.yaml");
+  EXPECT_EQ(capped.envoy_rls.max_descriptors, 3u);
+  EXPECT_EQ(capped.envoy_rls.max_descriptor_entries, 2u);
 
   auto all = parse_config(with_section("  listen: \"[::1]:9001\"\n  config: [" + dir.path() +
                                        "]\n  on_backend_failure: local\n  merge_domains: true\n"),
@@ -112,6 +119,12 @@ TEST(DaemonEnvoyRlsTest, SectionErrorsNameFileLineAndField) {
             std::string::npos);
   EXPECT_EQ(error_of(with_section("  config: []\n")),
             "test.yaml:3: envoy_rls.config: names no file or directory");
+  EXPECT_EQ(error_of(with_section(cfg + "  max_descriptors: 0\n"))
+                .rfind("test.yaml:4: envoy_rls.max_descriptors: ", 0),
+            0u);
+  EXPECT_EQ(error_of(with_section(cfg + "  max_descriptor_entries: many\n"))
+                .rfind("test.yaml:4: envoy_rls.max_descriptor_entries: ", 0),
+            0u);
   EXPECT_EQ(error_of("policies: {api: {capacity: 5, refill_per_second: 1}}\nenvoy_rls: 1\n"),
             "test.yaml:2: envoy_rls: must be a mapping");
   // An error in a limits file names that file and its line.
@@ -247,6 +260,36 @@ TEST(DaemonEnvoyRlsTest, JsonRefusesWhatTheReferenceRefuses) {
   EXPECT_EQ(
       json::parse(post_json(svc, ioc, R"({"domain":"","descriptors":[{}]})").body()).at("detail"),
       "rate limit domain must not be empty");
+  // Over the caps: refused before any matching, and nothing is spent.
+  service capped(parse_config(with_section("  config: " + dir.file() +
+                                           "\n  max_descriptors: 2\n  max_descriptor_entries: 2\n"),
+                              "t.yaml"));
+  const auto three = R"({"domain":"edge","descriptors":[)" + entry("tenant", "c") + "," +
+                     entry("tenant", "c") + "," + entry("tenant", "c") + "]}";
+  auto over = post_json(capped, ioc, three);
+  EXPECT_EQ(over.result_int(), 400);
+  EXPECT_NE(json::parse(over.body())
+                .at("detail")
+                .get<std::string>()
+                .find("3 descriptors; envoy_rls.max_descriptors is 2"),
+            std::string::npos)
+      << over.body();
+  const auto wide =
+      R"({"domain":"edge","descriptors":[{"entries":[{"key":"tenant","value":"c"},{"key":"a","value":"1"},{"key":"b","value":"2"}]}]})";
+  auto too_wide = post_json(capped, ioc, wide);
+  EXPECT_EQ(too_wide.result_int(), 400);
+  EXPECT_NE(json::parse(too_wide.body())
+                .at("detail")
+                .get<std::string>()
+                .find("descriptor 0 has 3 entries; envoy_rls.max_descriptor_entries is 2"),
+            std::string::npos)
+      << too_wide.body();
+  // At the caps: decided, and the refused calls spent nothing (5 an hour: 3 left after 2).
+  const auto two = R"({"domain":"edge","descriptors":[)" + entry("tenant", "c") + "," +
+                   entry("tenant", "c") + "]}";
+  auto at_cap = json::parse(post_json(capped, ioc, two).body());
+  EXPECT_EQ(at_cap.at("overallCode"), "OK");
+  EXPECT_EQ(at_cap.at("statuses").at(1).at("limitRemaining"), 3);
   // Without the section, /json does not exist.
   service plain(parse_config("policies: {api: {capacity: 5, refill_per_second: 1}}\n", "t.yaml"));
   EXPECT_EQ(post_json(plain, ioc, R"({"domain":"edge"})").result_int(), 404);

@@ -341,6 +341,41 @@ TEST(LimiterCheckAllTest, AllOrNothingOnTheMemoryBackend) {
   EXPECT_EQ(s.denied, 1u);
 }
 
+// Calls far larger than a request's handful of rules (one ShouldRateLimit may carry
+// hundreds of descriptors): items on one key still share it exactly, and two algorithms on
+// one key are still refused, however far apart the items are.
+TEST(LimiterCheckAllTest, LargeCallsShareKeysExactly) {
+  auto clock = std::make_shared<manual_clock>();
+  auto mem = make_memory_backend({.time_source = clock});
+  limiter lim(mem, mem);
+  const auto p = bucket(10, 1);
+  std::vector<std::string> keys;
+  for (int k = 0; k < 100; ++k) keys.push_back("key:" + std::to_string(k));
+  std::vector<check_item> items;
+  for (int round = 0; round < 10; ++round) {
+    for (const auto& k : keys) items.push_back({k, p, 1});
+  }
+  auto ds = lim.check_all(items);
+  ASSERT_EQ(ds.size(), 1000u);
+  EXPECT_TRUE(all_allowed(ds));
+  EXPECT_EQ(ds[0].remaining, 9u);    // the first item on key:0
+  EXPECT_EQ(ds[999].remaining, 0u);  // the tenth on key:99
+  // One more on any key denies the whole call, and nothing is spent.
+  items.push_back({"fresh", p, 1});
+  items.push_back({"key:50", p, 1});
+  ds = lim.check_all(items);
+  EXPECT_FALSE(all_allowed(ds));
+  EXPECT_EQ(lim.peek("fresh", p).remaining, 10u);
+
+  std::vector<check_item> mixed(items.begin(), items.begin() + 900);
+  policy other = bucket(10, 1);
+  other.algorithm = algorithm::gcra;
+  mixed.push_back({"key:7", other, 1});
+  std::error_code ec;
+  EXPECT_TRUE(lim.check_all(mixed, ec).empty());
+  EXPECT_EQ(ec, errc::mismatched_parameters);
+}
+
 TEST(LimiterCheckAllTest, FailureModesPerItem) {
   limiter lim(std::make_shared<failing_backend>(errc::backend_timeout));
   auto ds = lim.check_all(std::vector<check_item>{{"o", bucket(10, 1, failure_mode::open), 2},

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <span>
 #include <stdexcept>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
@@ -13,6 +15,7 @@
 
 #include "algorithm/token_bucket.hpp"
 #include "core/await_decision.hpp"
+#include "core/key_groups.hpp"
 #include "core/log.hpp"
 #include "redis/cluster/cluster_client.hpp"
 #include "redis/cluster/key_slot.hpp"
@@ -66,17 +69,20 @@ void refund_before(const std::shared_ptr<cross_slot_call>& c, std::size_t upto) 
                             [](std::error_code, std::vector<decision>) {});
     // Report each item's bucket as it was before the call: what the last item on its key
     // left, plus everything this call spent on that key.
-    for (auto i : grp.items) {
-      std::uint64_t spent = 0;
-      std::size_t last = i;
-      for (auto j : grp.items) {
-        if (c->keys[j] != c->keys[i]) continue;
-        spent += c->costs[j];
-        last = j;
-      }
+    const auto keys = detail::group_keys(
+        grp.items.size(), [&](std::size_t k) -> std::string_view { return c->keys[grp.items[k]]; });
+    std::vector<std::uint64_t> spent_on(keys.first.size(), 0);
+    std::vector<std::size_t> last_on(keys.first.size(), 0);
+    for (std::size_t k = 0; k < grp.items.size(); ++k) {
+      spent_on[keys.group[k]] += c->costs[grp.items[k]];
+      last_on[keys.group[k]] = grp.items[k];
+    }
+    for (std::size_t k = 0; k < grp.items.size(); ++k) {
+      const auto i = grp.items[k];
+      const std::uint64_t spent = spent_on[keys.group[k]];
       auto& d = c->out[i];
       const auto& p = c->params[i];
-      const auto after = c->out[last];
+      const auto after = c->out[last_on[keys.group[k]]];
       d.remaining = std::min(limit_of(c->policies[i]), after.remaining + spent);
       // A bucket is full again sooner by the time the refund is worth; a window's end
       // does not move.
@@ -177,12 +183,13 @@ class cluster_backend final : public redis::engine_backend<> {
     auto c = std::make_shared<cross_slot_call>();
     c->client = client_;
     c->done = std::move(handler);
+    std::unordered_map<std::uint16_t, std::size_t> group_of_slot;
     for (const auto& it : items) {
       std::string key = full_key(it.key);
       const std::uint16_t slot = redis::cluster::key_slot(key);
-      std::size_t g = 0;
-      while (g < c->groups.size() && c->groups[g].slot != slot) ++g;
-      if (g == c->groups.size()) c->groups.push_back({slot, {}});
+      const auto [at, fresh] = group_of_slot.try_emplace(slot, c->groups.size());
+      const std::size_t g = at->second;
+      if (fresh) c->groups.push_back({slot, {}});
       c->groups[g].items.push_back(c->keys.size());
       c->keys.push_back(std::move(key));
       c->params.push_back(detail::to_limit_params(it.policy, it.cost));
