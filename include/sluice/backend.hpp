@@ -117,6 +117,12 @@ class backend {
   virtual std::error_code operate(std::string_view key, const policy& p, key_operation op,
                                   std::uint64_t amount, decision& out);
 
+  /// operate() asynchronously. `handler` is called exactly once, from a backend thread or
+  /// inline (the limiter re-posts it). Thread-safe. The default implementation calls
+  /// operate() where it is asked, blocking the caller: a backend that does I/O overrides it.
+  virtual void async_operate(std::string_view key, const policy& p, key_operation op,
+                             std::uint64_t amount, decide_handler handler);
+
   /// decide_all() asynchronously. `handler` is called exactly once, from a backend thread
   /// or inline (the limiter re-posts it). Thread-safe. The default implementation chains
   /// async_decide() per item (not all-or-nothing, as decide_all()'s default).

@@ -127,19 +127,10 @@ class limiter {
   template <class CompletionToken>
   auto async_check(std::string_view key, const policy& p, std::uint64_t cost,
                    CompletionToken&& token) {
-    return boost::asio::async_initiate<CompletionToken, void(std::error_code, decision)>(
-        [this](auto handler, std::string k, policy pol, std::uint64_t c) {
-          auto ex = boost::asio::get_associated_executor(handler, boost::asio::system_executor());
-          auto work = boost::asio::make_work_guard(ex);
-          auto shared = std::make_shared<decltype(handler)>(std::move(handler));
-          start_check(k, pol, c, [shared, work](std::error_code ec, decision d) mutable {
-            // The handler moves into the posted operation, so it is destroyed where it ran.
-            detail::post_completion(work.get_executor(),
-                                    [shared = std::move(shared), ec, d] { (*shared)(ec, d); });
-            work.reset();
-          });
-        },
-        token, std::string(key), p, cost);
+    return initiate_decision(std::forward<CompletionToken>(token),
+                             [this, k = std::string(key), p, cost](decide_handler done) {
+                               start_check(k, p, cost, std::move(done));
+                             });
   }
 
   /// async_check() for callers whose own event loop is not Asio's (gRPC's callback API,
@@ -212,6 +203,14 @@ class limiter {
                 std::error_code& ec) noexcept;
   /// peek() that throws std::system_error for invalid input.
   decision peek(std::string_view key, const policy& p, std::uint64_t cost = 1);
+  /// Asynchronous peek(). Completion signature `void(std::error_code, sluice::decision)`,
+  /// the error set only for invalid input; the handler runs as async_check's does (never
+  /// inline, on its associated executor). Completion tokens as for async_check.
+  template <class CompletionToken>
+  auto async_peek(std::string_view key, const policy& p, std::uint64_t cost,
+                  CompletionToken&& token) {
+    return async_operate(key, p, key_operation::peek, cost, std::forward<CompletionToken>(token));
+  }
 
   /// Applies a key operation (sluice::key_operation; `amount`: refund's and penalize's
   /// units, 1..limit_of(p), block's milliseconds, 1 ms..max_window, ignored by reset), one
@@ -242,6 +241,49 @@ class limiter {
     return operate(key, p, key_operation::block, static_cast<std::uint64_t>(d.count()), ec);
   }
 
+  /// Asynchronous operate(). Completion signature `void(std::error_code, sluice::decision)`:
+  /// the error is set for invalid input and for backend trouble, as operate() sets it
+  /// (key_operation::peek: only for invalid input, as peek()). The handler runs as
+  /// async_check's does (never inline, on its associated executor); completion tokens as
+  /// for async_check. Thread-safe.
+  template <class CompletionToken>
+  auto async_operate(std::string_view key, const policy& p, key_operation op, std::uint64_t amount,
+                     CompletionToken&& token) {
+    return initiate_decision(std::forward<CompletionToken>(token),
+                             [this, k = std::string(key), p, op, amount](decide_handler done) {
+                               start_operate(k, p, op, amount, std::move(done));
+                             });
+  }
+  /// Asynchronous reset(), refund(), penalize() and block(): async_operate() of each.
+  template <class CompletionToken>
+  auto async_reset(std::string_view key, const policy& p, CompletionToken&& token) {
+    return async_operate(key, p, key_operation::reset, 0, std::forward<CompletionToken>(token));
+  }
+  template <class CompletionToken>
+  auto async_refund(std::string_view key, const policy& p, std::uint64_t amount,
+                    CompletionToken&& token) {
+    return async_operate(key, p, key_operation::refund, amount,
+                         std::forward<CompletionToken>(token));
+  }
+  template <class CompletionToken>
+  auto async_penalize(std::string_view key, const policy& p, std::uint64_t amount,
+                      CompletionToken&& token) {
+    return async_operate(key, p, key_operation::penalize, amount,
+                         std::forward<CompletionToken>(token));
+  }
+  template <class CompletionToken>
+  auto async_block(std::string_view key, const policy& p, std::chrono::milliseconds d,
+                   CompletionToken&& token) {
+    return async_operate(key, p, key_operation::block, static_cast<std::uint64_t>(d.count()),
+                         std::forward<CompletionToken>(token));
+  }
+  /// async_operate() that calls `done` where the backend completes it, as the
+  /// on_backend_thread async_check().
+  void async_operate(on_backend_thread_t, std::string_view key, const policy& p, key_operation op,
+                     std::uint64_t amount, decide_handler done) {
+    start_operate(key, p, op, amount, std::move(done));
+  }
+
   limiter_stats stats() const noexcept;
   /// The primary backend's counters (Redis calls, batching, redirections, failovers).
   sluice::backend_stats backend_stats() const noexcept;
@@ -255,7 +297,29 @@ class limiter {
 
  private:
   struct state;
-  void start_check(std::string_view key, const policy& p, std::uint64_t cost, decide_handler done);
+  // Every single-key async form: `start` begins the operation with a handler that posts
+  // the completion to the user handler's associated executor (see async_check).
+  template <class CompletionToken, class Start>
+  static auto initiate_decision(CompletionToken&& token, Start start) {
+    return boost::asio::async_initiate<CompletionToken, void(std::error_code, decision)>(
+        [](auto handler, Start begin) {
+          auto ex = boost::asio::get_associated_executor(handler, boost::asio::system_executor());
+          auto work = boost::asio::make_work_guard(ex);
+          auto shared = std::make_shared<decltype(handler)>(std::move(handler));
+          begin([shared, work](std::error_code ec, decision d) mutable {
+            // The handler moves into the posted operation, so it is destroyed where it ran.
+            detail::post_completion(work.get_executor(),
+                                    [shared = std::move(shared), ec, d] { (*shared)(ec, d); });
+            work.reset();
+          });
+        },
+        token, std::move(start));
+  }
+
+  void start_check(std::string_view key, const policy& p, std::uint64_t cost,
+                   decide_handler done) const;
+  void start_operate(std::string_view key, const policy& p, key_operation op, std::uint64_t amount,
+                     decide_handler done) const;
   void start_check_all(std::vector<owned_check_item> items, decide_all_handler done);
   /// The items with their keys copied, for a check that outlives the caller's views.
   static std::vector<owned_check_item> own(std::span<const check_item> items);

@@ -48,6 +48,13 @@ std::error_code backend::operate(std::string_view, const policy&, key_operation,
   return errc::unsupported_operation;
 }
 
+void backend::async_operate(std::string_view key, const policy& p, key_operation op,
+                            std::uint64_t amount, decide_handler handler) {
+  decision d;
+  const auto ec = operate(key, p, op, amount, d);
+  handler(ec, d);
+}
+
 std::error_code backend::decide_all(std::span<const check_item> items, std::vector<decision>& out) {
   out.clear();
   out.reserve(items.size());

@@ -75,6 +75,50 @@ struct limiter::state {
     return d;
   }
 
+  // What a peek answers after the primary backend failed with `ec`: the failure mode's
+  // answer (`local`: the fallback's peek), marked degraded; nothing is spent either way.
+  decision degrade_peek(std::string_view key, const policy& p, std::uint64_t cost,
+                        std::error_code ec) noexcept {
+    backend_errors.fetch_add(1, std::memory_order_relaxed);
+    log.failure(ec);
+    decision d;
+    if (p.on_failure != failure_mode::local ||
+        fallback->operate(key, p, key_operation::peek, cost, d)) {
+      d = synthetic(p, cost, p.on_failure != failure_mode::closed);
+    }
+    d.degraded = true;
+    d.backend_error = ec;
+    return d;
+  }
+
+  // A key operation's input: the key and policy as a check's, `amount` as the operation
+  // reads it. Counted when invalid.
+  std::error_code validate_operation(std::string_view key, const policy& p, key_operation op,
+                                     std::uint64_t amount) noexcept {
+    auto ec = validate(key, p, 1);
+    if (!ec && (op == key_operation::refund || op == key_operation::penalize ||
+                op == key_operation::peek)) {
+      ec = validate(key, p, amount);
+    }
+    if (!ec && op == key_operation::block &&
+        (amount < 1 || amount > static_cast<std::uint64_t>(max_window.count()))) {
+      ec = errc::invalid_duration;
+    }
+    if (ec) invalid.fetch_add(1, std::memory_order_relaxed);
+    return ec;
+  }
+
+  // A key operation's outcome from the primary backend (not a decision: no failure mode).
+  std::error_code operated(std::error_code bec) noexcept {
+    if (bec) {
+      backend_errors.fetch_add(1, std::memory_order_relaxed);
+      log.failure(bec);
+    } else {
+      log.success();
+    }
+    return bec;
+  }
+
   // check_all's answer before any backend: an error for invalid input, or the whole
   // answer when an item's denial is cached; std::nullopt when the backend must decide.
   std::optional<std::vector<decision>> precheck_all(std::span<const check_item> items,
@@ -217,7 +261,7 @@ decision limiter::check(std::string_view key, const policy& p, std::uint64_t cos
 }
 
 void limiter::start_check(std::string_view key, const policy& p, std::uint64_t cost,
-                          decide_handler done) {
+                          decide_handler done) const {
   if (auto ec = validate(key, p, cost)) {
     state_->invalid.fetch_add(1, std::memory_order_relaxed);
     done(ec, decision{});
@@ -252,15 +296,7 @@ decision limiter::peek(std::string_view key, const policy& p, std::uint64_t cost
     state_->log.success();
     return d;
   }
-  state_->backend_errors.fetch_add(1, std::memory_order_relaxed);
-  state_->log.failure(bec);
-  if (p.on_failure != failure_mode::local ||
-      state_->fallback->operate(key, p, key_operation::peek, cost, d)) {
-    d = state::synthetic(p, cost, p.on_failure != failure_mode::closed);
-  }
-  d.degraded = true;
-  d.backend_error = bec;
-  return d;
+  return state_->degrade_peek(key, p, cost, bec);
 }
 
 decision limiter::peek(std::string_view key, const policy& p, std::uint64_t cost) {
@@ -272,30 +308,40 @@ decision limiter::peek(std::string_view key, const policy& p, std::uint64_t cost
 
 decision limiter::operate(std::string_view key, const policy& p, key_operation op,
                           std::uint64_t amount, std::error_code& ec) noexcept {
-  ec = validate(key, p, 1);
-  if (!ec &&
-      (op == key_operation::refund || op == key_operation::penalize || op == key_operation::peek)) {
-    ec = validate(key, p, amount);
-  }
-  if (!ec && op == key_operation::block &&
-      (amount < 1 || amount > static_cast<std::uint64_t>(max_window.count()))) {
-    ec = errc::invalid_duration;
-  }
-  if (ec) {
-    state_->invalid.fetch_add(1, std::memory_order_relaxed);
-    return {};
-  }
   if (op == key_operation::peek) return peek(key, p, amount, ec);
+  ec = state_->validate_operation(key, p, op, amount);
+  if (ec) return {};
   state_->denials.forget(key);
   decision d;
-  if (auto bec = state_->primary->operate(key, p, op, amount, d)) {
-    state_->backend_errors.fetch_add(1, std::memory_order_relaxed);
-    state_->log.failure(bec);
-    ec = bec;
-    return {};
+  ec = state_->operated(state_->primary->operate(key, p, op, amount, d));
+  return ec ? decision{} : d;
+}
+
+void limiter::start_operate(std::string_view key, const policy& p, key_operation op,
+                            std::uint64_t amount, decide_handler done) const {
+  if (auto ec = state_->validate_operation(key, p, op, amount)) {
+    done(ec, decision{});
+    return;
   }
-  state_->log.success();
-  return d;
+  if (op == key_operation::peek) {
+    state_->primary->async_operate(key, p, op, amount,
+                                   [st = state_, k = std::string(key), p, amount,
+                                    done = std::move(done)](std::error_code bec, decision d) {
+                                     if (bec) {
+                                       d = st->degrade_peek(k, p, amount, bec);
+                                     } else {
+                                       st->log.success();
+                                     }
+                                     done({}, d);
+                                   });
+    return;
+  }
+  state_->denials.forget(key);
+  state_->primary->async_operate(
+      key, p, op, amount, [st = state_, done = std::move(done)](std::error_code bec, decision d) {
+        const auto ec = st->operated(bec);
+        done(ec, ec ? decision{} : d);
+      });
 }
 
 std::vector<decision> limiter::check_all(std::span<const check_item> items, std::error_code& ec) {

@@ -435,6 +435,14 @@ class memory_backend final : public backend {
     handler(ec, d);
   }
 
+  // Never blocks: completes inline, as async_decide.
+  void async_operate(std::string_view key, const policy& p, key_operation op, std::uint64_t amount,
+                     decide_handler handler) override {
+    decision d;
+    auto ec = operate(key, p, op, amount, d);
+    handler(ec, d);
+  }
+
   std::error_code decide_all(std::span<const check_item> items,
                              std::vector<decision>& out) override {
     out.clear();

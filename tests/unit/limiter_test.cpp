@@ -39,6 +39,11 @@ class failing_backend final : public backend {
     ++calls;
     h(ec_, {});
   }
+  std::error_code operate(std::string_view, const policy&, key_operation, std::uint64_t,
+                          decision&) override {
+    ++calls;
+    return ec_;
+  }
 
  private:
   errc ec_;
@@ -204,6 +209,67 @@ TEST(LimiterTest, AsyncReportsInvalidInputAndAppliesFailureModes) {
   EXPECT_FALSE(ec);
   EXPECT_FALSE(d.allowed);
   EXPECT_TRUE(d.degraded);
+}
+
+// Every key operation has an async form on the one path: the same answers as the blocking
+// forms, handlers never inline and on their own executor, input errors before the backend.
+TEST(LimiterTest, AsyncKeyOperationsAnswerAsTheBlockingOnes) {
+  auto clock = std::make_shared<manual_clock>();
+  auto mem = make_memory_backend({.time_source = clock});
+  limiter lim(mem, mem);
+  const auto p = bucket(10, 1);
+  boost::asio::io_context io;
+  std::vector<std::pair<std::error_code, decision>> seen;
+  auto record = [&](std::error_code ec, decision d) { seen.emplace_back(ec, d); };
+  lim.check("k", p, 6);  // 4 left
+  lim.async_peek("k", p, 5, boost::asio::bind_executor(io, record));
+  lim.async_refund("k", p, 3, boost::asio::bind_executor(io, record));
+  lim.async_penalize("k", p, 2, boost::asio::bind_executor(io, record));
+  lim.async_block("k", p, milliseconds{1500}, boost::asio::bind_executor(io, record));
+  lim.async_reset("j", p, boost::asio::bind_executor(io, record));
+  lim.async_refund("k", p, 11, boost::asio::bind_executor(io, record));  // over the capacity
+  EXPECT_TRUE(seen.empty());  // decided inline, answered on io
+  io.run();
+  ASSERT_EQ(seen.size(), 6u);
+  EXPECT_FALSE(seen[0].first);
+  EXPECT_FALSE(seen[0].second.allowed);  // 5 of 4: the peek denies and spends nothing
+  EXPECT_EQ(seen[0].second.remaining, 4u);
+  EXPECT_EQ(seen[1].second.remaining, 7u);  // refund 3
+  EXPECT_EQ(seen[2].second.remaining, 5u);  // penalize 2
+  EXPECT_FALSE(seen[3].second.allowed);     // blocked
+  EXPECT_EQ(seen[3].second.retry_after, milliseconds{1500});
+  EXPECT_FALSE(seen[4].first);
+  EXPECT_EQ(seen[4].second.remaining, 10u);
+  EXPECT_EQ(seen[5].first, errc::cost_exceeds_capacity);
+  // The block holds for the blocking form too, and a reset ends it.
+  EXPECT_FALSE(lim.check("k", p).allowed);
+  auto [ec, d] = lim.async_reset("k", p, boost::asio::use_future).get();
+  EXPECT_FALSE(ec);
+  EXPECT_EQ(d.remaining, 10u);
+  EXPECT_TRUE(lim.check("k", p).allowed);
+  auto bad = lim.async_block("k", p, milliseconds{0}, boost::asio::use_future).get();
+  EXPECT_EQ(std::get<0>(bad), errc::invalid_duration);
+}
+
+TEST(LimiterTest, AsyncOperationsOnAFailingBackend) {
+  auto fb = std::make_shared<failing_backend>(errc::backend_timeout);
+  limiter lim(fb);
+  // A peek takes the failure mode, marked degraded; an operation reports the error.
+  auto [pec, pd] =
+      lim.async_peek("k", bucket(5, 1, failure_mode::closed), 1, boost::asio::use_future).get();
+  EXPECT_FALSE(pec);
+  EXPECT_FALSE(pd.allowed);
+  EXPECT_TRUE(pd.degraded);
+  EXPECT_EQ(pd.backend_error, errc::backend_timeout);
+  auto [oec, od] = lim.async_refund("k", bucket(5, 1), 1, boost::asio::use_future).get();
+  EXPECT_EQ(oec, errc::backend_timeout);
+  EXPECT_EQ(fb->calls, 2);
+  EXPECT_EQ(lim.stats().backend_errors, 2u);
+  // On the backend's thread: inline here, with the same answers.
+  std::error_code seen;
+  lim.async_operate(on_backend_thread, "k", bucket(5, 1), key_operation::reset, 0,
+                    [&](std::error_code ec, decision) { seen = ec; });
+  EXPECT_EQ(seen, errc::backend_timeout);
 }
 
 TEST(LimiterTest, FromUrlRejectsUnknownSchemes) {

@@ -42,16 +42,18 @@ class engine_backend : public Base {
                           std::uint64_t amount, decision& out) final {
     if (on_io_thread()) return make_error_code(errc::backend_unavailable);
     return detail::await_decision(
-        [&](decide_handler done) {
-          submit(full_key(key), detail::to_limit_params(p, op, amount), limit_of(p),
-                 std::move(done));
-        },
+        [&](decide_handler done) { async_operate(key, p, op, amount, std::move(done)); },
         wait_limit_, out);
   }
 
   void async_decide(std::string_view key, const policy& p, std::uint64_t cost,
                     decide_handler handler) final {
     submit(full_key(key), detail::to_limit_params(p, cost), limit_of(p), std::move(handler));
+  }
+
+  void async_operate(std::string_view key, const policy& p, key_operation op, std::uint64_t amount,
+                     decide_handler handler) final {
+    submit(full_key(key), detail::to_limit_params(p, op, amount), limit_of(p), std::move(handler));
   }
 
  protected:

@@ -264,6 +264,18 @@ bool worth_asking_again(std::error_code ec) {
          ec == errc::backend_script_error || ec == errc::backend_protocol_error;
 }
 
+// `handler`, after asking the sentinels again when its error may mean a failover.
+template <class Handler>
+auto asking_again(const std::shared_ptr<sentinel_core>& core, Handler handler) {
+  return [weak = std::weak_ptr<sentinel_core>(core), handler = std::move(handler)](
+             std::error_code ec, auto result) {
+    if (worth_asking_again(ec)) {
+      if (auto c = weak.lock()) c->request_ask();
+    }
+    handler(ec, std::move(result));
+  };
+}
+
 class sentinel_backend final : public backend {
  public:
   sentinel_backend(const redis_options& o, const redis_sentinel_url& u)
@@ -326,14 +338,7 @@ class sentinel_backend final : public backend {
       handler(make_error_code(errc::backend_unavailable), {});
       return;
     }
-    b->async_decide_all(items,
-                        [weak = std::weak_ptr<sentinel_core>(core_), handler = std::move(handler)](
-                            std::error_code ec, std::vector<decision> ds) {
-                          if (worth_asking_again(ec)) {
-                            if (auto core = weak.lock()) core->request_ask();
-                          }
-                          handler(ec, std::move(ds));
-                        });
+    b->async_decide_all(items, asking_again(core_, std::move(handler)));
   }
 
   void async_decide(std::string_view key, const policy& p, std::uint64_t cost,
@@ -344,14 +349,18 @@ class sentinel_backend final : public backend {
       handler(make_error_code(errc::backend_unavailable), {});
       return;
     }
-    b->async_decide(key, p, cost,
-                    [weak = std::weak_ptr<sentinel_core>(core_), handler = std::move(handler)](
-                        std::error_code ec, decision d) {
-                      if (worth_asking_again(ec)) {
-                        if (auto core = weak.lock()) core->request_ask();
-                      }
-                      handler(ec, d);
-                    });
+    b->async_decide(key, p, cost, asking_again(core_, std::move(handler)));
+  }
+
+  void async_operate(std::string_view key, const policy& p, key_operation op, std::uint64_t amount,
+                     decide_handler handler) override {
+    auto b = core_->current();
+    if (!b) {
+      core_->request_ask();
+      handler(make_error_code(errc::backend_unavailable), {});
+      return;
+    }
+    b->async_operate(key, p, op, amount, asking_again(core_, std::move(handler)));
   }
 
  private:
