@@ -420,7 +420,7 @@ void parse_envoy_rls(const reader& r, const YAML::Node& n, envoy_rls_config& out
   r.expect_map(n, "envoy_rls");
   r.only_keys(n, "envoy_rls",
               {"listen", "config", "on_backend_failure", "merge_domains", "shadow_mode",
-               "response_headers", "tls"});
+               "response_headers", "tls", "max_metric_series"});
   if (auto l = n["listen"]) {
     config tmp;
     try {
@@ -446,6 +446,9 @@ void parse_envoy_rls(const reader& r, const YAML::Node& n, envoy_rls_config& out
     out.on_backend_failure = rls_mode(r, m, "envoy_rls.on_backend_failure");
   if (auto m = n["merge_domains"]) out.merge_domains = r.boolean(m, "envoy_rls.merge_domains");
   if (auto m = n["shadow_mode"]) out.shadow_mode = r.boolean(m, "envoy_rls.shadow_mode");
+  if (auto m = n["max_metric_series"]) {
+    out.max_metric_series = r.integer<std::size_t>(m, "envoy_rls.max_metric_series", 1, 10'000'000);
+  }
   if (auto m = n["response_headers"]) parse_rls_headers(r, m, out.response_headers);
   if (auto m = n["tls"]) parse_rls_tls(r, m, out.tls);
   std::vector<std::string> paths;

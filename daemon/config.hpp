@@ -48,6 +48,11 @@ struct envoy_rls_config {
   rls_failure_mode on_backend_failure = rls_failure_mode::unavailable;
   /// Several files naming one domain add to it (otherwise a duplicate domain is an error).
   bool merge_domains = false;
+  /// The most (domain, descriptor) series of the per-descriptor metrics (five series each).
+  /// A descriptor's stat key can carry request data (value_to_metric, detailed_metric, a
+  /// request's `limit` override), so past this a new one is counted in its domain's
+  /// `descriptor="__overflow__"` series and in sluice_metric_series_dropped_total.
+  std::size_t max_metric_series = 10'000;
   /// As the reference's SHADOW_MODE: every limit is decided and counted as usual (statuses
   /// say OVER_LIMIT where over) but the overall code is always OK. Applies on reload.
   bool shadow_mode = false;
