@@ -65,7 +65,7 @@ TEST(DaemonMetricsTest, ScrapeSizeIsBoundedByTheCap) {
 
 TEST(DaemonMetricsTest, LabelValuesArePrintableUtf8) {
   metrics m;
-  const std::string raw("d.key_a\0b\x1b\xff\"q\n\\\xc3\xa9", 18);
+  const std::string raw("d.key_a\0b\x1b\xff\"q\n\\\xc3\xa9", 17);
   m.rls_descriptor("d", raw, 1, false, 0, false);
   m.rls_error(std::string("dom\x1b[2J", 7), "redis_error");
   const auto t = m.serialize();
