@@ -321,16 +321,15 @@ void metrics::decision(std::string_view endpoint, std::string_view policy, std::
       .get(series_key(endpoint, policy, rule, result),
            [&]() -> prometheus::Counter& {
              return f_->decisions.Add({{"endpoint", std::string(endpoint)},
-                                       {"policy", std::string(policy)},
-                                       {"rule", std::string(rule)},
+                                       {"policy", label(policy)},
+                                       {"rule", label(rule)},
                                        {"result", std::string(result)}});
            })
       .Increment();
 }
 
 void metrics::degraded(failure_mode mode, std::string_view policy) {
-  f_->degraded.Add({{"mode", std::string(to_string(mode))}, {"policy", std::string(policy)}})
-      .Increment();
+  f_->degraded.Add({{"mode", std::string(to_string(mode))}, {"policy", label(policy)}}).Increment();
 }
 
 std::string metrics::error_label(std::error_code ec) {
@@ -499,16 +498,9 @@ std::string metrics::serialize() const {
   // Collect() copies each family's values under that family's lock, which request handlers
   // take only to add a series (a counter's increment is atomic): with the series bounded,
   // so is that wait. The text is written afterwards, holding no lock.
+  // Every label value that is not the daemon's own constant went through label() when its
+  // series was added, so the text is printable UTF-8 (TextSerializer escapes \\, " and \n).
   auto families = registry_->Collect();
-  // Every label value is printable when added; this keeps the page valid UTF-8 should a
-  // future one not be.
-  for (auto& family : families) {
-    for (auto& m : family.metric) {
-      for (auto& l : m.label) {
-        if (!is_printable(l.value)) l.value = printable(l.value);
-      }
-    }
-  }
   prometheus::TextSerializer s;
   return s.Serialize(families);
 }

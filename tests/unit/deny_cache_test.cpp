@@ -28,7 +28,7 @@ decision denied(milliseconds retry_after) {
   return d;
 }
 
-TEST(DenyCacheTest, LapsedDenialsMakeRoomBeforeLiveOnes) {
+TEST(DenyCacheBoundTest, LapsedDenialsMakeRoomBeforeLiveOnes) {
   auto clock = std::make_shared<manual_clock>();
   deny_cache c(clock, 16, 1);
   const auto p = bucket();
@@ -43,7 +43,7 @@ TEST(DenyCacheTest, LapsedDenialsMakeRoomBeforeLiveOnes) {
   for (int i = 0; i < 15; ++i) EXPECT_TRUE(c.lookup("new" + std::to_string(i), p, 1)) << i;
 }
 
-TEST(DenyCacheTest, FullOfLiveDenialsForgetsTheOneLapsingFirstAndCountsIt) {
+TEST(DenyCacheBoundTest, FullOfLiveDenialsForgetsTheOneLapsingFirstAndCountsIt) {
   auto clock = std::make_shared<manual_clock>();
   deny_cache c(clock, 16, 1);
   const auto p = bucket();
