@@ -420,7 +420,8 @@ void parse_envoy_rls(const reader& r, const YAML::Node& n, envoy_rls_config& out
   r.expect_map(n, "envoy_rls");
   r.only_keys(n, "envoy_rls",
               {"listen", "config", "on_backend_failure", "merge_domains", "shadow_mode",
-               "response_headers", "tls", "max_descriptors", "max_descriptor_entries"});
+               "response_headers", "tls", "max_descriptors", "max_descriptor_entries",
+               "max_metric_series"});
   if (auto l = n["listen"]) {
     config tmp;
     try {
@@ -451,6 +452,9 @@ void parse_envoy_rls(const reader& r, const YAML::Node& n, envoy_rls_config& out
   if (auto m = n["max_descriptor_entries"]) {
     out.max_descriptor_entries =
         r.integer<std::uint32_t>(m, "envoy_rls.max_descriptor_entries", 1, 100'000);
+  }
+  if (auto m = n["max_metric_series"]) {
+    out.max_metric_series = r.integer<std::size_t>(m, "envoy_rls.max_metric_series", 1, 10'000'000);
   }
   if (auto m = n["response_headers"]) parse_rls_headers(r, m, out.response_headers);
   if (auto m = n["tls"]) parse_rls_tls(r, m, out.tls);

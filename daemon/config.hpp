@@ -54,6 +54,11 @@ struct envoy_rls_config {
   /// rate_limits action set, each with a few entries.
   std::uint32_t max_descriptors = 256;
   std::uint32_t max_descriptor_entries = 64;
+  /// The most (domain, descriptor) series of the per-descriptor metrics (five series each).
+  /// A descriptor's stat key can carry request data (value_to_metric, detailed_metric, a
+  /// request's `limit` override), so past this a new one is counted in its domain's
+  /// `descriptor="__overflow__"` series and in sluice_metric_series_dropped_total.
+  std::size_t max_metric_series = 10'000;
   /// As the reference's SHADOW_MODE: every limit is decided and counted as usual (statuses
   /// say OVER_LIMIT where over) but the overall code is always OK. Applies on reload.
   bool shadow_mode = false;

@@ -8,6 +8,7 @@
 #include <prometheus/text_serializer.h>
 
 #include <charconv>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -16,6 +17,8 @@
 #include <vector>
 
 #include <sluice/error.hpp>
+
+#include "safe_log.hpp"
 
 namespace sluice::daemon {
 
@@ -41,6 +44,11 @@ std::string_view series_key(const Values&... values) {
   return key;
 }
 
+// A label value as the exposition shows it: printable UTF-8, whatever bytes a client sent
+// (an Envoy descriptor value may hold NUL or ESC). safe_log's escaping, so a label and a
+// log line show one value alike; it is one-to-one, so two values never share a series.
+std::string label(std::string_view v) { return is_printable(v) ? std::string(v) : printable(v); }
+
 // Family::Add locks the family and builds a std::map of label strings on every call, which
 // on the request path cost more than the decision itself. Series are never removed, so a
 // pointer found once stays valid: look it up under a shared lock, add it once.
@@ -49,14 +57,23 @@ class series_cache {
  public:
   template <class Add>
   Metric& get(std::string_view key, Add&& add) {
+    return *find_or_add(key, std::numeric_limits<std::size_t>::max(), std::forward<Add>(add));
+  }
+
+  // As get(), but null when `key` is new and `max_series` keys are held already: label values
+  // that come from requests must not grow the exposition (and this map) without bound.
+  template <class Add>
+  Metric* find_or_add(std::string_view key, std::size_t max_series, Add&& add) {
     {
       std::shared_lock lock(mu_);
-      if (auto it = series_.find(key); it != series_.end()) return *it->second;
+      if (auto it = series_.find(key); it != series_.end()) return it->second;
     }
     std::unique_lock lock(mu_);
-    auto [it, inserted] = series_.try_emplace(std::string(key), nullptr);
-    if (inserted) it->second = &add();
-    return *it->second;
+    if (auto it = series_.find(key); it != series_.end()) return it->second;
+    if (series_.size() >= max_series) return nullptr;
+    Metric* m = &add();
+    series_.emplace(std::string(key), m);
+    return m;
   }
 
  private:
@@ -101,6 +118,9 @@ struct metrics::families {
   prometheus::Family<prometheus::Counter>& rls_service_error;
   prometheus::Family<prometheus::Counter>& rls_calls;
   prometheus::Family<prometheus::Histogram>& rls_call_latency;
+  prometheus::Family<prometheus::Counter>& series_dropped;
+  prometheus::Family<prometheus::Gauge>& memory_keys;
+  prometheus::Family<prometheus::Counter>& memory_evicted_live;
   // Latencies from 100 us (memory, local Redis) to 2.5 s (far beyond any sane timeout).
   const prometheus::Histogram::BucketBoundaries buckets{
       0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
@@ -116,6 +136,9 @@ struct metrics::families {
     prometheus::Counter* shadow_mode;
   };
   series_cache<rls_series> rls_descriptor_series{};
+  // One `__overflow__` series per domain (domains come from the config, not from requests).
+  series_cache<rls_series> rls_overflow_series{};
+  prometheus::Counter* rls_series_dropped = nullptr;
   std::mutex rls_series_mu{};
   std::vector<std::unique_ptr<rls_series>> rls_series_store{};
   series_cache<prometheus::Counter> rls_call_series{};
@@ -259,10 +282,25 @@ metrics::metrics() : registry_(std::make_shared<prometheus::Registry>()) {
           .Name("sluice_rls_call_duration_seconds")
           .Help("Envoy RLS: time from a decoded request to its answer, by transport")
           .Register(r),
+      prometheus::BuildCounter()
+          .Name("sluice_metric_series_dropped_total")
+          .Help("Updates whose new label values were counted in the __overflow__ series "
+                "instead (envoy_rls.max_metric_series reached), by family")
+          .Register(r),
+      prometheus::BuildGauge()
+          .Name("sluice_memory_keys")
+          .Help("Keys the memory backend holds (at most memory_max_keys)")
+          .Register(r),
+      prometheus::BuildCounter()
+          .Name("sluice_memory_evicted_live_total")
+          .Help("Keys the memory backend forgot while they still limited (memory_max_keys "
+                "reached): each started over with a full limit")
+          .Register(r),
   });
   // Present from the start, so dashboards see zeros rather than nothing.
   f_->backend_latency_series = &f_->backend_latency.Add({}, f_->buckets);
   f_->rls_global_shadow_mode_series = &f_->rls_global_shadow_mode.Add({});
+  f_->rls_series_dropped = &f_->series_dropped.Add({{"family", "rls_descriptor"}});
   f_->reloads.Add({{"result", "success"}});
   f_->reloads.Add({{"result", "failure"}});
   f_->backend_up.Add({}).Set(1);
@@ -283,16 +321,15 @@ void metrics::decision(std::string_view endpoint, std::string_view policy, std::
       .get(series_key(endpoint, policy, rule, result),
            [&]() -> prometheus::Counter& {
              return f_->decisions.Add({{"endpoint", std::string(endpoint)},
-                                       {"policy", std::string(policy)},
-                                       {"rule", std::string(rule)},
+                                       {"policy", label(policy)},
+                                       {"rule", label(rule)},
                                        {"result", std::string(result)}});
            })
       .Increment();
 }
 
 void metrics::degraded(failure_mode mode, std::string_view policy) {
-  f_->degraded.Add({{"mode", std::string(to_string(mode))}, {"policy", std::string(policy)}})
-      .Increment();
+  f_->degraded.Add({{"mode", std::string(to_string(mode))}, {"policy", label(policy)}}).Increment();
 }
 
 std::string metrics::error_label(std::error_code ec) {
@@ -351,25 +388,37 @@ void metrics::admin_request(std::string_view endpoint, std::string_view outcome)
       .Increment();
 }
 
+void metrics::set_max_rls_series(std::size_t n) noexcept {
+  max_rls_series_.store(n, std::memory_order_relaxed);
+}
+
 void metrics::rls_descriptor(std::string_view domain, std::string_view descriptor,
                              std::uint64_t hits, bool over, std::uint64_t near, bool shadow) {
-  auto& series =
-      f_->rls_descriptor_series.get(series_key(domain, descriptor), [&]() -> families::rls_series& {
-        const prometheus::Labels labels{{"domain", std::string(domain)},
-                                        {"descriptor", std::string(descriptor)}};
-        auto s = std::make_unique<families::rls_series>(
-            families::rls_series{&f_->rls_total_hits.Add(labels), &f_->rls_over_limit.Add(labels),
-                                 &f_->rls_near_limit.Add(labels), &f_->rls_within_limit.Add(labels),
-                                 &f_->rls_shadow_mode.Add(labels)});
-        std::lock_guard lock(f_->rls_series_mu);
-        f_->rls_series_store.push_back(std::move(s));
-        return *f_->rls_series_store.back();
-      });
+  // A descriptor's stat key may carry request data (value_to_metric, detailed_metric, a
+  // request's own `limit`): past the cap, new keys are counted in one series per domain.
+  const auto add = [&](std::string_view shown) -> families::rls_series& {
+    const prometheus::Labels labels{{"domain", label(domain)}, {"descriptor", label(shown)}};
+    auto s = std::make_unique<families::rls_series>(
+        families::rls_series{&f_->rls_total_hits.Add(labels), &f_->rls_over_limit.Add(labels),
+                             &f_->rls_near_limit.Add(labels), &f_->rls_within_limit.Add(labels),
+                             &f_->rls_shadow_mode.Add(labels)});
+    std::lock_guard lock(f_->rls_series_mu);
+    f_->rls_series_store.push_back(std::move(s));
+    return *f_->rls_series_store.back();
+  };
+  auto* series = f_->rls_descriptor_series.find_or_add(
+      series_key(domain, descriptor), max_rls_series_.load(std::memory_order_relaxed),
+      [&]() -> families::rls_series& { return add(descriptor); });
+  if (series == nullptr) {
+    f_->rls_series_dropped->Increment();
+    series = &f_->rls_overflow_series.get(
+        series_key(domain), [&]() -> families::rls_series& { return add(overflow_label); });
+  }
   const auto h = static_cast<double>(hits);
-  series.total_hits->Increment(h);
-  (over ? series.over_limit : series.within_limit)->Increment(h);
-  if (near) series.near_limit->Increment(static_cast<double>(near));
-  if (shadow) series.shadow_mode->Increment(h);
+  series->total_hits->Increment(h);
+  (over ? series->over_limit : series->within_limit)->Increment(h);
+  if (near) series->near_limit->Increment(static_cast<double>(near));
+  if (shadow) series->shadow_mode->Increment(h);
 }
 
 void metrics::rls_global_shadow_mode() { f_->rls_global_shadow_mode_series->Increment(); }
@@ -377,7 +426,7 @@ void metrics::rls_global_shadow_mode() { f_->rls_global_shadow_mode_series->Incr
 void metrics::rls_error(std::string_view domain, std::string_view kind) {
   // Rare (a failing backend, a broken client): no series cache.
   auto& family = kind == "redis_error" ? f_->rls_redis_error : f_->rls_service_error;
-  family.Add({{"domain", std::string(domain)}}).Increment();
+  family.Add({{"domain", label(domain)}}).Increment();
 }
 
 void metrics::rls_call(std::string_view transport, std::string_view code,
@@ -440,12 +489,20 @@ void metrics::backend_counters(const backend_stats& s) {
   advance(f_->cluster_refunds.Add({{"result", "sent"}}), s.refunds, last.refunds);
   advance(f_->cluster_refunds.Add({{"result", "failed"}}), s.refund_failures, last.refund_failures);
   advance(f_->sentinel_failovers.Add({}), s.failovers, last.failovers);
+  f_->memory_keys.Add({}).Set(static_cast<double>(s.keys));
+  advance(f_->memory_evicted_live.Add({}), s.evicted_live, last.evicted_live);
   last_backend_ = s;
 }
 
 std::string metrics::serialize() const {
+  // Collect() copies each family's values under that family's lock, which request handlers
+  // take only to add a series (a counter's increment is atomic): with the series bounded,
+  // so is that wait. The text is written afterwards, holding no lock.
+  // Every label value that is not the daemon's own constant went through label() when its
+  // series was added, so the text is printable UTF-8 (TextSerializer escapes \\, " and \n).
+  auto families = registry_->Collect();
   prometheus::TextSerializer s;
-  return s.Serialize(registry_->Collect());
+  return s.Serialize(families);
 }
 
 }  // namespace sluice::daemon

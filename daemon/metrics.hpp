@@ -2,6 +2,7 @@
 // The daemon's Prometheus metrics, declared once here (names are listed in docs/daemon.md).
 // prometheus-cpp (Debian prometheus-cpp-dev) keeps the registry and writes the text
 // exposition format; the daemon serves it on GET /metrics itself.
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -66,6 +67,14 @@ class metrics {
   /// `shadow`: over the limit and let through by shadow mode (the limit's or the service's).
   void rls_descriptor(std::string_view domain, std::string_view descriptor, std::uint64_t hits,
                       bool over, std::uint64_t near, bool shadow);
+  /// The most (domain, descriptor) series rls_descriptor() creates (each is one series of
+  /// each of its five families); past it, a new descriptor is counted in its domain's
+  /// `descriptor="__overflow__"` series and in sluice_metric_series_dropped_total. Series
+  /// already made stay. Default 10,000 (envoy_rls.max_metric_series).
+  void set_max_rls_series(std::size_t n) noexcept;
+  /// The descriptor label of the series past set_max_rls_series().
+  static constexpr std::string_view overflow_label = "__overflow__";
+
   /// An Envoy RLS request over the limit answered OK because of `envoy_rls.shadow_mode`
   /// (the reference's global_shadow_mode).
   void rls_global_shadow_mode();
@@ -82,7 +91,9 @@ class metrics {
   /// starts again from zero: its whole count is added).
   void backend_counters(const backend_stats& s);
 
-  /// The text exposition format (version 0.0.4).
+  /// The text exposition format (version 0.0.4). Label values are printable UTF-8: bytes
+  /// that are not (controls, invalid UTF-8) show as `\xNN` and a backslash as `\\`, as in
+  /// sluiced's log lines.
   std::string serialize() const;
 
   /// The short label for a backend error code.
@@ -90,6 +101,7 @@ class metrics {
 
  private:
   struct families;
+  std::atomic<std::size_t> max_rls_series_{10'000};
   std::mutex backend_mu_;  // guards last_backend_
   backend_stats last_backend_;
   std::shared_ptr<prometheus::Registry> registry_;

@@ -148,7 +148,9 @@ limiter& runtime::limiter_here() const noexcept {
 service::service(config c, std::vector<boost::asio::io_context*> workers)
     : workers_(std::move(workers)),
       current_(build(std::move(c), nullptr)),
-      rls_(std::make_unique<rls_decider>(metrics_)) {}
+      rls_(std::make_unique<rls_decider>(metrics_)) {
+  metrics_.set_max_rls_series(current_->cfg.envoy_rls.max_metric_series);
+}
 
 std::shared_ptr<const runtime> service::current() const {
   std::lock_guard lock(mu_);
@@ -203,6 +205,7 @@ std::shared_ptr<const runtime> service::build(config c,
 void service::apply(config c) {
   auto prev = current();
   auto next = build(std::move(c), prev);
+  metrics_.set_max_rls_series(next->cfg.envoy_rls.max_metric_series);
   std::lock_guard lock(mu_);
   current_ = std::move(next);
 }

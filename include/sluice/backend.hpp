@@ -68,6 +68,11 @@ struct backend_stats {
   std::uint64_t refund_failures = 0;            ///< of those, failed (their tokens stay spent)
   // Redis Sentinel.
   std::uint64_t failovers = 0;  ///< times the backend moved to another master
+  // The memory backend.
+  std::uint64_t keys = 0;  ///< gauge: keys held (at most memory_options::max_keys)
+  /// Keys forgotten while still limiting (max_keys reached and no key of the bounded search
+  /// for room decided as a new key would): each such key starts over with a full limit.
+  std::uint64_t evicted_live = 0;
 };
 
 class backend {

@@ -81,6 +81,9 @@ struct limiter_stats {
   std::uint64_t degraded_local = 0;
   std::uint64_t backend_errors = 0;
   std::uint64_t cached_denials = 0;  ///< denied in-process (policy::cache_denials), no round trip
+  /// Denials the in-process cache forgot before they lapsed, to stay within its bound
+  /// (100,000 keys): harmless to exactness, each costs that key one more backend call.
+  std::uint64_t cached_denials_evicted = 0;
 };
 
 /// Decides checks with a backend, applies the failure modes and counts what it did.

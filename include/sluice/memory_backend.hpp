@@ -12,8 +12,10 @@ struct memory_options {
   /// Independent lock shards; more shards, less contention between threads. Capped so
   /// that each shard has at least 64 of max_keys (a max_keys under 128 means one shard).
   std::size_t shards = 64;
-  /// The most keys held at once, by all shards together (the memory bound). A bucket that
-  /// would be full again is forgotten first; see docs for when every tracked bucket is busy.
+  /// The most keys held at once, by all shards together (the memory bound). Keys whose
+  /// state decides as a new key would (a full bucket, an ended window) are forgotten first;
+  /// when none is found in bounded work, the live key nearest to full is, counted in
+  /// backend_stats::evicted_live (docs/library.md, "Memory").
   std::size_t max_keys = 1'000'000;
   /// Time source; default: steady_clock.
   std::shared_ptr<const clock> time_source;

@@ -34,7 +34,8 @@ std::optional<decision> deny_cache::lookup(std::string_view key, const policy& p
   d.limit = limit_of(p);
   d.remaining = e.remaining;
   d.retry_after = std::chrono::milliseconds{ceil_div(e.retry_at_us - now, 1000)};
-  d.reset_after = std::chrono::milliseconds{ceil_div(std::max<std::int64_t>(0, e.reset_at_us - now), 1000)};
+  d.reset_after =
+      std::chrono::milliseconds{ceil_div(std::max<std::int64_t>(0, e.reset_at_us - now), 1000)};
   return d;
 }
 
@@ -62,12 +63,39 @@ void deny_cache::remember(std::string_view key, const policy& p, std::uint64_t c
     it->second = e;
     return;
   }
-  if (s.map.size() >= per_shard_limit_) {
-    std::erase_if(s.map, [now](const auto& kv) { return kv.second.retry_at_us <= now; });
-    // Still full of live denials: skip caching this one; the backend still decides it.
-    if (s.map.size() >= per_shard_limit_) return;
+  std::string owned(key);
+  if (s.map.size() >= per_shard_limit_) make_room(s, owned, now);
+  s.map.emplace(std::move(owned), e);
+}
+
+// Room for one entry in bounded work (a client that keeps sending new denied keys must not
+// make each denial a scan of the shard): look at up to scan_budget entries from the new
+// key's hash bucket on, drop those that lapsed; if none had, drop the one of them that
+// lapses first. Forgetting a live denial is harmless to exactness (nothing is ever admitted
+// from this cache): that key's next check just goes to the backend again. Counted.
+void deny_cache::make_room(shard& s, const std::string& key, std::int64_t now) {
+  constexpr std::size_t scan_budget = 16;
+  const std::size_t buckets = s.map.bucket_count();
+  std::vector<std::string> lapsed;
+  const std::string* soonest = nullptr;
+  std::int64_t soonest_at = 0;
+  std::size_t seen = 0;
+  for (std::size_t i = 0, b = s.map.bucket(key); i < buckets && seen < scan_budget;
+       ++i, b = (b + 1) % buckets) {
+    for (auto it = s.map.begin(b); it != s.map.end(b) && seen < scan_budget; ++it, ++seen) {
+      if (it->second.retry_at_us <= now) {
+        lapsed.push_back(it->first);
+      } else if (soonest == nullptr || it->second.retry_at_us < soonest_at) {
+        soonest = &it->first;
+        soonest_at = it->second.retry_at_us;
+      }
+    }
   }
-  s.map.emplace(std::string(key), e);
+  for (const auto& k : lapsed) s.map.erase(k);
+  if (lapsed.empty() && soonest != nullptr) {
+    s.map.erase(*soonest);
+    evicted_.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 }  // namespace sluice::detail

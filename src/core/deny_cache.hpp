@@ -3,6 +3,7 @@
 // until T, saving the round trip for clients that keep knocking. Nothing is ever admitted
 // from it, so exactness holds: T is counted from when the answer arrived, which is at or
 // after the backend decided, so the local denial never ends before the backend's would.
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -30,6 +31,8 @@ class deny_cache {
   void remember(std::string_view key, const policy& p, std::uint64_t cost, const decision& d);
   /// Drops what is remembered for `key` (its state was changed by a key operation).
   void forget(std::string_view key);
+  /// Denials forgotten before they lapsed, to make room (a shard held max_entries / shards).
+  std::uint64_t evicted() const noexcept { return evicted_.load(std::memory_order_relaxed); }
 
  private:
   struct entry {
@@ -57,9 +60,12 @@ class deny_cache {
     return shards_[string_hash{}(key) % shards_.size()];
   }
 
+  void make_room(shard& s, const std::string& key, std::int64_t now);
+
   std::shared_ptr<const clock> clock_;
   std::vector<shard> shards_;
   std::size_t per_shard_limit_;
+  std::atomic<std::uint64_t> evicted_{0};
 };
 
 }  // namespace sluice::detail

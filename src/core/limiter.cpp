@@ -412,7 +412,7 @@ limiter_stats limiter::stats() const noexcept {
   constexpr auto r = std::memory_order_relaxed;
   return {s.allowed.load(r),        s.denied.load(r),          s.invalid.load(r),
           s.degraded_open.load(r),  s.degraded_closed.load(r), s.degraded_local.load(r),
-          s.backend_errors.load(r), s.cached_denials.load(r)};
+          s.backend_errors.load(r), s.cached_denials.load(r),  s.denials.evicted()};
 }
 
 }  // namespace sluice

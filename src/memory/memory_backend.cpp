@@ -26,6 +26,7 @@
 #include "algorithm/limit.hpp"
 #include "algorithm/token_bucket.hpp"
 #include "core/key_groups.hpp"
+#include "core/log.hpp"
 
 namespace sluice {
 namespace {
@@ -258,13 +259,39 @@ class bucket_table {
     }
   }
 
-  // Removes one slot, chosen by `h` (so "arbitrary" differs from call to call).
-  void erase_one(std::uint64_t h) noexcept {
-    if (size_ == 0) return;
-    std::size_t i = h & mask_;
-    while (!slots_[i].used()) i = (i + 1) & mask_;
-    free_owned(slots_[i]);
-    erase_at(i);
+  // Looks at up to `budget` used slots from index `from` on (wrapping around, at most one
+  // lap) and removes those for which pred(slot) is true; a slot that backward-shift deletion
+  // moves into a hole is looked at too. Returns where the window ended (the next cursor).
+  template <class Pred>
+  std::size_t erase_in_window(std::size_t from, std::size_t budget, Pred pred) {
+    if (size_ == 0) return 0;
+    std::size_t i = from & mask_;
+    for (std::size_t passed = 0; passed < capacity_ && budget > 0; ++passed, i = (i + 1) & mask_) {
+      while (budget > 0 && slots_[i].used()) {
+        --budget;
+        if (!pred(slots_[i])) break;
+        free_owned(slots_[i]);
+        erase_at(i);
+      }
+    }
+    return i;
+  }
+
+  // Removes the used slot with the least expires_ms among up to `budget` used slots from
+  // `from` on, and returns that expiry; nothing when the table is empty.
+  std::optional<std::int64_t> erase_earliest_in_window(std::size_t from, std::size_t budget) {
+    if (size_ == 0) return std::nullopt;
+    std::size_t best = capacity_;
+    std::size_t i = from & mask_;
+    for (std::size_t passed = 0; passed < capacity_ && budget > 0; ++passed, i = (i + 1) & mask_) {
+      if (!slots_[i].used()) continue;
+      --budget;
+      if (best == capacity_ || slots_[i].expires_ms < slots_[best].expires_ms) best = i;
+    }
+    const std::int64_t expires_ms = slots_[best].expires_ms;
+    free_owned(slots_[best]);
+    erase_at(best);
+    return expires_ms;
   }
 
  private:
@@ -347,11 +374,17 @@ struct alignas(64) shard {
   std::mutex mu;
   bucket_table table;
   std::int64_t next_sweep_ms = 0;  // no entry expires before this
+  std::size_t cursor = 0;          // where the next bounded scan for room starts
+  // Inserts that needed room since the last full sweep: a sweep (O(table)) is paid for by
+  // table / scan_budget of them, so room costs O(scan_budget) per insert amortized.
+  std::size_t credit = std::numeric_limits<std::size_t>::max();
 };
 
 class memory_backend final : public backend {
  public:
   static constexpr std::size_t min_shard_keys = 64;
+  // Used slots one search for room looks at (and, when all are live, chooses among).
+  static constexpr std::size_t scan_budget = 16;
 
   explicit memory_backend(memory_options o)
       : clock_(o.time_source ? std::move(o.time_source) : default_clock()),
@@ -361,6 +394,13 @@ class memory_backend final : public backend {
         shards_(std::clamp<std::size_t>(o.shards, 1,
                                         std::max<std::size_t>(1, o.max_keys / min_shard_keys))),
         max_keys_(std::max<std::size_t>(1, o.max_keys)) {}
+
+  backend_stats stats() const noexcept override {
+    backend_stats st;
+    st.keys = keys_.load(std::memory_order_relaxed);
+    st.evicted_live = evicted_live_.load(std::memory_order_relaxed);
+    return st;
+  }
 
   std::error_code decide(std::string_view key, const policy& p, std::uint64_t cost,
                          decision& out) override {
@@ -515,32 +555,63 @@ class memory_backend final : public backend {
   }
 
  private:
-  // Keeps every shard together within max_keys: first forget this shard's buckets that are
-  // full again (they decide exactly as a missing key does); only if none is and the bound is
-  // still reached, forget an arbitrary one of this shard. Then the caller inserts one key.
-  void make_room(shard& s, std::int64_t now_ms, std::uint64_t h) {
+  // Keeps every shard together within max_keys, then the caller inserts one key. A limit
+  // must not be resettable by sending many new keys, so what goes first is state that
+  // decides exactly as a missing key does (a full bucket, a GCRA TAT in the past, a window
+  // with nothing left in it: the slot's expiry, written from the algorithm's own reset
+  // time, has passed). Bounded work: a window of scan_budget slots from the shard's cursor,
+  // then a full sweep only when it might find something and enough inserts paid for it.
+  // Only if none of that frees room is live state forgotten: the key of the window nearest
+  // to deciding as new (the earliest expiry), since one a client just spent a token on
+  // will be full again long before one that is spent out; counted and logged.
+  void make_room(shard& s, std::int64_t now_ms) {
     if (keys_.load(std::memory_order_relaxed) < max_keys_) return;
-    if (now_ms >= s.next_sweep_ms) {
+    const auto expired = [now_ms](const slot& e) { return e.expires_ms <= now_ms; };
+    const std::size_t before = s.table.size();
+    const std::size_t from = s.cursor;
+    s.cursor = s.table.erase_in_window(from, scan_budget, expired);
+    keys_.fetch_sub(before - s.table.size(), std::memory_order_relaxed);
+    if (s.credit < std::numeric_limits<std::size_t>::max()) ++s.credit;
+    if (keys_.load(std::memory_order_relaxed) >= max_keys_ && now_ms >= s.next_sweep_ms &&
+        s.credit >= s.table.size() / scan_budget) {
+      s.credit = 0;
       std::int64_t next = std::numeric_limits<std::int64_t>::max();
-      const std::size_t before = s.table.size();
+      const std::size_t n = s.table.size();
       s.table.erase_if([&](const slot& e) {
-        if (e.expires_ms <= now_ms) return true;
+        if (expired(e)) return true;
         next = std::min(next, e.expires_ms);
         return false;
       });
       s.next_sweep_ms = next;
-      keys_.fetch_sub(before - s.table.size(), std::memory_order_relaxed);
+      keys_.fetch_sub(n - s.table.size(), std::memory_order_relaxed);
     }
     // A loop: what went over the bound (an insert into an empty shard, which has nothing to
     // give, or two shards inserting at once) is taken back by the next insert.
-    while (keys_.load(std::memory_order_relaxed) >= max_keys_ && s.table.size() > 0) {
-      s.table.erase_one(h);
+    while (keys_.load(std::memory_order_relaxed) >= max_keys_) {
+      const auto expires_ms = s.table.erase_earliest_in_window(from, scan_budget);
+      if (!expires_ms) break;
       keys_.fetch_sub(1, std::memory_order_relaxed);
+      if (*expires_ms > now_ms) evicted_live(now_ms);
     }
   }
 
+  // Counts a live key forgotten; logs the first of a burst, then at most every 10 s.
+  void evicted_live(std::int64_t now_ms) noexcept {
+    const auto total = evicted_live_.fetch_add(1, std::memory_order_relaxed) + 1;
+    auto next = next_log_ms_.load(std::memory_order_relaxed);
+    if (now_ms < next ||
+        !next_log_ms_.compare_exchange_strong(next, now_ms + 10'000, std::memory_order_relaxed))
+      return;
+    detail::logf(log_level::warn,
+                 "memory backend: max_keys ({}) reached with every key sampled still limiting; "
+                 "forgot the one nearest to full ({} live keys forgotten so far, "
+                 "backend_stats::evicted_live): raise max_keys above the keys active "
+                 "within one refill period",
+                 max_keys_, total);
+  }
+
   slot& insert(shard& s, std::uint64_t h, std::string_view key, std::int64_t now_ms) {
-    make_room(s, now_ms, h);
+    make_room(s, now_ms);
     slot& f = s.table.insert(h, key);
     keys_.fetch_add(1, std::memory_order_relaxed);
     return f;
@@ -569,6 +640,8 @@ class memory_backend final : public backend {
   // Keys held by all shards; written under a shard's lock, read without one (a bound off by
   // a concurrent insert or two is still a bound).
   std::atomic<std::size_t> keys_{0};
+  std::atomic<std::uint64_t> evicted_live_{0};
+  std::atomic<std::int64_t> next_log_ms_{std::numeric_limits<std::int64_t>::min()};
 };
 
 }  // namespace

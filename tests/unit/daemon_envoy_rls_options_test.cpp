@@ -255,3 +255,36 @@ TEST(DaemonEnvoyRlsOptionsTest, ResponseHeadersDescribeTheStatusWithTheLeastLeft
 
 }  // namespace
 }  // namespace sluice::daemon
+
+namespace sluice::daemon {
+namespace {
+
+TEST(DaemonEnvoyRlsOptionsTest, MaxMetricSeriesBoundsDescriptorSeriesFromRequests) {
+  scratch_dir dir;
+  EXPECT_EQ(parse_config(with_keys(""), dir.source()).envoy_rls.max_metric_series, 10'000u);
+  service svc(parse_config(with_keys("  max_metric_series: 2\n"), dir.source()));
+  boost::asio::io_context ioc;
+  // Each call's own `limit` makes a stat key of its values: an attacker's distinct values.
+  const auto with_limit = [](const std::string& value) {
+    return R"({"domain":"edge","descriptors":[{"entries":[{"key":"tenant","value":")" + value +
+           R"("}],"limit":{"requestsPerUnit":10,"unit":"HOUR"}}]})";
+  };
+  EXPECT_EQ(post_json(svc, ioc, with_limit(R"(a\u0000\u001b)")).result_int(), 200);
+  for (int i = 0; i < 20; ++i)
+    EXPECT_EQ(post_json(svc, ioc, with_limit("v" + std::to_string(i))).result_int(), 200);
+  const auto text = test::call_service(svc, ioc, "GET", "/metrics", "10.0.0.1", {}, "").body();
+  for (
+      const char* line :
+      {R"(ratelimit_service_rate_limit_total_hits{descriptor="edge.tenant_a\\x00\\x1b",domain="edge"} 1)",
+       R"(ratelimit_service_rate_limit_total_hits{descriptor="edge.tenant_v0",domain="edge"} 1)",
+       R"(ratelimit_service_rate_limit_total_hits{descriptor="__overflow__",domain="edge"} 19)",
+       R"(sluice_metric_series_dropped_total{family="rls_descriptor"} 19)"}) {
+    EXPECT_NE(text.find(std::string(line) + "\n"), std::string::npos) << line << "\n" << text;
+  }
+  EXPECT_EQ(text.find("edge.tenant_v1\""), std::string::npos) << text;
+  EXPECT_EQ(text.find('\0'), std::string::npos);
+  EXPECT_EQ(text.find('\x1b'), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sluice::daemon

@@ -94,6 +94,62 @@ TEST_F(MemoryBackendTest, MemoryBoundHoldsWhenEveryBucketIsBusy) {
   EXPECT_LE(still_limited, 4);
 }
 
+TEST_F(MemoryBackendTest, FullMapForgetsFullBucketsAndKeepsTheSpentOne) {
+  // 64 keys in one shard: one spent out, 63 full again. 63 new keys take the full ones'
+  // places; the spent one stays exact and no live key was forgotten.
+  auto b = make(64, 1);
+  const auto slow = bucket(3, 0.001);
+  const auto fast = bucket(3, 1000);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(decide(*b, "victim", slow).allowed);
+  for (int i = 0; i < 63; ++i) ASSERT_TRUE(decide(*b, "full" + std::to_string(i), fast).allowed);
+  clock_->advance(milliseconds{5});
+  for (int i = 0; i < 63; ++i) ASSERT_TRUE(decide(*b, "new" + std::to_string(i), slow).allowed);
+  EXPECT_FALSE(decide(*b, "victim", slow).allowed);
+  EXPECT_EQ(b->stats().evicted_live, 0u);
+  EXPECT_EQ(b->stats().keys, 64u);
+}
+
+TEST_F(MemoryBackendTest, EveryKeyLiveCountsTheEvictionAndKeepsTheMostSpent) {
+  // An attacker's flood of new keys, each spending one token of the victim's own policy:
+  // every key is live, so keys are forgotten and counted, but the one nearest to full goes
+  // first, never the spent-out victim.
+  auto b = make(64, 1);
+  const auto p = bucket(10, 0.01);
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(decide(*b, "victim", p).allowed);
+  for (int i = 0; i < 5000; ++i) {
+    ASSERT_TRUE(decide(*b, "attacker" + std::to_string(i), p).allowed);
+    clock_->advance(milliseconds{1});
+  }
+  const auto d = decide(*b, "victim", p);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.remaining, 0u);
+  EXPECT_GE(b->stats().evicted_live, 5000u - 64u);
+  EXPECT_LE(b->stats().keys, 64u);
+}
+
+TEST_F(MemoryBackendTest, FullMapForgetsEndedWindowsAndPastGcraStateFirst) {
+  // The same for the other algorithms: a fixed window whose window ended and a GCRA key
+  // whose TAT has passed decide as new keys; the spent ones of each stay exact.
+  auto b = make(64, 1);
+  policy window;
+  window.algorithm = algorithm::fixed_window;
+  window.limit = 2;
+  window.window = milliseconds{1000};
+  policy gcra = bucket(2, 0.001);
+  gcra.algorithm = algorithm::gcra;
+  policy short_window = window;
+  short_window.window = milliseconds{2};
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(decide(*b, "window", window).allowed);
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(decide(*b, "gcra", gcra).allowed);
+  for (int i = 0; i < 62; ++i)
+    ASSERT_TRUE(decide(*b, "short" + std::to_string(i), short_window).allowed);
+  clock_->advance(milliseconds{10});
+  for (int i = 0; i < 62; ++i) ASSERT_TRUE(decide(*b, "new" + std::to_string(i), window).allowed);
+  EXPECT_FALSE(decide(*b, "window", window).allowed);
+  EXPECT_FALSE(decide(*b, "gcra", gcra).allowed);
+  EXPECT_EQ(b->stats().evicted_live, 0u);
+}
+
 TEST_F(MemoryBackendTest, ASmallBoundHoldsThatManyBusyBuckets) {
   // max_keys 10 with the default 64 shards: every one of 10 exhausted buckets stays exact
   // (one shard per key would let two keys of a shard push each other out).
