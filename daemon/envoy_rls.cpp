@@ -12,6 +12,7 @@
 
 #include <sluice/limiter.hpp>
 
+#include "complete_on.hpp"
 #include "envoy/service/ratelimit/v3/rls.pb.h"
 #include "metrics.hpp"
 #include "service.hpp"
@@ -191,14 +192,6 @@ rls_decider::rls_decider(metrics& m) : metrics_(m) {}
 
 rls_decider::~rls_decider() = default;
 
-boost::asio::thread_pool& rls_decider::blocking_pool() {
-  std::call_once(blocking_once_, [this] {
-    // limiter::peek blocks for a round trip, at most the backend's timeout.
-    blocking_ = std::make_unique<boost::asio::thread_pool>(4);
-  });
-  return *blocking_;
-}
-
 void rls_decider::decide(std::shared_ptr<const runtime> rt, rls_request req,
                          boost::asio::any_io_executor ex, handler done) {
   const auto& rls = rt->cfg.envoy_rls;
@@ -281,27 +274,10 @@ void rls_decider::decide(std::shared_ptr<const runtime> rt, rls_request req,
     items.push_back({j->matches[i].bucket_key, j->policy_of(i), j->hits[i]});
   }
 
-  if (rt->memory_backend) {
-    // The memory backend never blocks: decide inline.
-    std::error_code ec;
-    if (!items.empty()) {
-      auto ds = lim.check_all(items, ec);
-      for (std::size_t k = 0; k < ds.size(); ++k) j->decisions[j->main_items[k]] = ds[k];
-    }
-    for (std::size_t i = 0; i < n; ++i) {
-      const auto& key = j->matches[i].bucket_key;
-      if (j->kinds[i] == item_kind::shadow) {
-        j->decisions[i] = lim.check(key, j->policy_of(i), j->hits[i], ec);
-      } else if (j->kinds[i] == item_kind::peek) {
-        j->decisions[i] = lim.peek(key, j->policy_of(i), j->peek_cost(i), ec);
-      }
-    }
-    return j->done(j->finish(metrics_));
-  }
-
-  // Redis: every part asynchronous, completed where the backend completes it (the
-  // connection's I/O thread; peeks on the blocking pool), with no hop between: the last part
-  // back answers, inline when `ex` is empty, else posted to `ex`.
+  // Every part asynchronous, completed where the backend completes it (inline on the
+  // memory backend, else the Redis connection's I/O thread), with no hop between: the last
+  // part back answers, inline when `ex` is empty, else on `ex` (at once when that is where
+  // it completed: complete_on.hpp).
   j->pending = (items.empty() ? 0 : 1);
   for (std::size_t i = 0; i < n; ++i) {
     if (j->kinds[i] == item_kind::shadow || j->kinds[i] == item_kind::peek) ++j->pending;
@@ -316,7 +292,7 @@ void rls_decider::decide(std::shared_ptr<const runtime> rt, rls_request req,
       if (--jb->pending != 0) return;
     }
     if (ex) {
-      boost::asio::post(ex, [this, jb] { jb->done(jb->finish(metrics_)); });
+      complete_on(ex, [this, jb] { jb->done(jb->finish(metrics_)); });
     } else {
       jb->done(jb->finish(metrics_));
     }
@@ -351,12 +327,11 @@ void rls_decider::decide(std::shared_ptr<const runtime> rt, rls_request req,
                         part_done(j, [&] { j->decisions[i] = d; });
                       });
     } else if (j->kinds[i] == item_kind::peek) {
-      // limiter::peek blocks for a round trip: on a thread of its own.
-      boost::asio::post(blocking_pool(), [j, i, part_done, &lim] {
-        std::error_code ec;
-        const auto d = lim.peek(j->matches[i].bucket_key, j->policy_of(i), j->peek_cost(i), ec);
-        part_done(j, [&] { j->decisions[i] = d; });
-      });
+      lim.async_operate(on_backend_thread, j->matches[i].bucket_key, j->policy_of(i),
+                        key_operation::peek, j->peek_cost(i),
+                        [j, i, part_done](std::error_code, decision d) {
+                          part_done(j, [&] { j->decisions[i] = d; });
+                        });
     }
   }
   part_done(j, [] {});

@@ -16,7 +16,6 @@
 #include <vector>
 
 #include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/thread_pool.hpp>
 
 #include "envoy/rls_match.hpp"
 
@@ -80,12 +79,12 @@ class rls_decider {
 
   using handler = std::function<void(rls_answer)>;
 
-  /// Decides `req` with `rt`'s limits and limiter. `done` is called exactly once: inline on
-  /// the memory backend (which never blocks); otherwise once every limit of the request is
-  /// decided, which the backend's timeout bounds (a failing backend answers by the failure
-  /// mode or `unavailable` then): posted to `ex`, or, when `ex` is empty, called where the
-  /// last decision completes (the Redis connection's I/O thread), so it must be short and
-  /// must not block there. `done` must not throw.
+  /// Decides `req` with `rt`'s limits and limiter. `done` is called exactly once, when every
+  /// limit of the request is decided, which the backend's timeout bounds (a failing backend
+  /// answers by the failure mode or `unavailable` then): on `ex` (at once when the last
+  /// decision completes on its thread, as on the memory backend, else posted), or, when
+  /// `ex` is empty, where the last decision completes (inline, or the Redis connection's I/O
+  /// thread), so it must be short and must not block there. `done` must not throw.
   ///
   /// Per descriptor, as the reference service: its hits are its own hits_addend if set,
   /// else the request's (at least 1); 0 looks without spending (limiter::peek). The
@@ -100,11 +99,7 @@ class rls_decider {
 
  private:
   struct job;
-  boost::asio::thread_pool& blocking_pool();
   metrics& metrics_;
-  std::once_flag blocking_once_;
-  // Destroyed first (last member): its jobs use the members above.
-  std::unique_ptr<boost::asio::thread_pool> blocking_;
 };
 
 /// Decodes a RateLimitRequest message. Never fails: every proto value has a meaning.

@@ -2,6 +2,7 @@
 
 #include "admin.hpp"
 #include "check_request.hpp"
+#include "complete_on.hpp"
 #include "safe_log.hpp"
 
 #include <algorithm>
@@ -453,41 +454,23 @@ void service::handle_check(const http_request& req, std::shared_ptr<const runtim
   // before the call: the handler below takes policy_name by move.)
   // '@' is not allowed in rule names, so no forward-auth rule's `<rule>:<policy>:<key>`
   // bucket can be this one.
-  auto limiter_key = std::string(check_key_prefix) + policy_name + ":" + k;
-  // The memory backend decides in well under a microsecond without blocking: answering
-  // inline saves the handler's allocations and the hop back to the connection's executor.
-  if (rt->memory_backend) {
-    std::error_code ec;
-    const auto d =
-        peek ? lim.peek(limiter_key, *p, cost, ec) : lim.check(limiter_key, *p, cost, ec);
-    return done(check_response(endpoint, policy_name, *p, start, version, ec, d));
-  }
-  if (peek) {
-    // limiter::peek blocks for a round trip: on a thread of its own, then back to `ex`.
-    boost::asio::post(blocking_pool(), [this, rt, ex, done, policy_name = std::move(policy_name),
-                                        limiter_key = std::move(limiter_key), p, cost, start,
-                                        version]() noexcept {
-      try {
-        std::error_code ec;
-        const auto d = rt->lim->peek(limiter_key, *p, cost, ec);
-        boost::asio::post(ex, [this, rt, done, policy_name, p, start, version, ec, d] {
-          done.answer(
-              [&] { return check_response("peek", policy_name, *p, start, version, ec, d); });
-        });
-      } catch (...) {
-        // No memory to hand the answer back: the connection closes when `done` goes.
-      }
+  const auto limiter_key = std::string(check_key_prefix) + policy_name + ":" + k;
+  // Answered on the connection's executor: at once when the decision completes there
+  // (complete_on.hpp), whatever the backend.
+  auto answer = [this, rt,  // keeps *p alive
+                 ex, endpoint, policy_name = std::move(policy_name), p, start, version,
+                 done](std::error_code ec, decision d) mutable {
+    complete_on(ex, [this, rt = std::move(rt), endpoint, policy_name = std::move(policy_name), p,
+                     start, version, done = std::move(done), ec, d] {
+      done.answer([&] { return check_response(endpoint, policy_name, *p, start, version, ec, d); });
     });
-    return;
+  };
+  if (peek) {
+    lim.async_operate(on_backend_thread, limiter_key, *p, key_operation::peek, cost,
+                      std::move(answer));
+  } else {
+    lim.async_check(on_backend_thread, limiter_key, *p, cost, std::move(answer));
   }
-  lim.async_check(limiter_key, *p, cost,
-                  boost::asio::bind_executor(ex, [this, rt = std::move(rt),  // keeps *p alive
-                                                  policy_name = std::move(policy_name), p, start,
-                                                  version, done](std::error_code ec, decision d) {
-                    done.answer([&] {
-                      return check_response("check", policy_name, *p, start, version, ec, d);
-                    });
-                  }));
 }
 
 http_response service::check_response(std::string_view endpoint, const std::string& policy_name,
@@ -505,15 +488,6 @@ http_response service::check_response(std::string_view endpoint, const std::stri
   auto res = plain(200, check_body(d, policy_name), "application/json", version);
   add_headers(res, http::rate_limit_headers(d, policy_name, p));
   return res;
-}
-
-boost::asio::thread_pool& service::blocking_pool() {
-  std::call_once(blocking_once_, [this] {
-    // As many as the server threads (2..16): each waits at most the backend's timeout.
-    const auto n = std::clamp<std::size_t>(workers_.size(), 2, 16);
-    blocking_ = std::make_unique<boost::asio::thread_pool>(n);
-  });
-  return *blocking_;
 }
 
 void service::handle_admin(const http_request& req, const std::string& peer,
@@ -563,33 +537,19 @@ void service::handle_admin(const http_request& req, const std::string& peer,
     call.amount = "duration_ms " + std::to_string(amount);
   }
   // The operations act on /v1/check's buckets.
-  auto limiter_key = std::string(check_key_prefix) + cr.policy + ":" + cr.key;
-  if (rt->memory_backend) {
-    std::error_code ec;
-    const auto d = rt->lim->operate(limiter_key, *p, op, amount, ec);
-    auto [res, outcome] = operation_response(cr.policy, *p, version, ec, d);
-    if (ec && is_backend_error(ec)) metrics_.backend_error(ec);
-    return done(admin_answer(call, std::move(res), outcome));
-  }
-  // A key operation blocks for a round trip: on a thread of its own, then back to `ex`.
-  boost::asio::post(
-      blocking_pool(),
-      [this, rt, ex, done, call = std::move(call), policy_name = std::move(cr.policy),
-       limiter_key = std::move(limiter_key), p, op, amount, version]() mutable noexcept {
-        try {
-          std::error_code ec;
-          const auto d = rt->lim->operate(limiter_key, *p, op, amount, ec);
-          boost::asio::post(ex, [this, rt, done, call = std::move(call),
-                                 policy_name = std::move(policy_name), p, version, ec, d] {
-            done.answer([&] {
-              auto [res, outcome] = operation_response(policy_name, *p, version, ec, d);
-              if (ec && is_backend_error(ec)) metrics_.backend_error(ec);
-              return admin_answer(call, std::move(res), outcome);
-            });
+  const auto limiter_key = std::string(check_key_prefix) + cr.policy + ":" + cr.key;
+  rt->lim->async_operate(
+      on_backend_thread, limiter_key, *p, op, amount,
+      [this, rt, ex, done, call = std::move(call), policy_name = std::move(cr.policy), p, version](
+          std::error_code ec, decision d) mutable {
+        complete_on(ex, [this, rt = std::move(rt), done = std::move(done), call = std::move(call),
+                         policy_name = std::move(policy_name), p, version, ec, d] {
+          done.answer([&] {
+            auto [res, outcome] = operation_response(policy_name, *p, version, ec, d);
+            if (ec && is_backend_error(ec)) metrics_.backend_error(ec);
+            return admin_answer(call, std::move(res), outcome);
           });
-        } catch (...) {
-          // No memory to hand the answer back: the connection closes when `done` goes.
-        }
+        });
       });
 }
 
@@ -696,22 +656,20 @@ void service::handle_auth(const http_request& req, const std::string& peer,
 
   const auto start = steady::now();
   const auto deny_status = rt->cfg.deny_status;
-  // On the memory backend the evaluation never blocks: answer inline, as /v1/check does.
-  if (rt->memory_backend) {
-    auto e = http::evaluate(*rt->lim, rt->rules, facts);
-    return done(
-        auth_response(*rt, start, version, deny_status, facts.method, facts.path, std::move(e)));
-  }
-  // async_evaluate reads the headers before it returns, so `lookup` may refer to `req`.
-  http::async_evaluate(rt->limiter_here(), rt->rules, facts,
-                       boost::asio::bind_executor(
-                           ex, [this, rt, start, version, deny_status, done, method = facts.method,
-                                path = facts.path](http::evaluation e) {
-                             done.answer([&] {
-                               return auth_response(*rt, start, version, deny_status, method, path,
-                                                    std::move(e));
-                             });
-                           }));
+  // The plan reads the headers before it returns, so `lookup` may refer to `req`.
+  auto planned = http::detail::plan(rt->rules, facts);
+  http::detail::start_evaluate(
+      rt->limiter_here(), std::move(planned),
+      [this, rt, ex, start, version, deny_status, done, method = facts.method,
+       path = facts.path](http::evaluation e) mutable {
+        complete_on(
+            ex, [this, rt = std::move(rt), start, version, deny_status, done = std::move(done),
+                 method = std::move(method), path = std::move(path), e = std::move(e)]() mutable {
+              done.answer([&] {
+                return auth_response(*rt, start, version, deny_status, method, path, std::move(e));
+              });
+            });
+      });
 }
 
 http_response service::auth_response(const runtime& rt, std::chrono::steady_clock::time_point start,
@@ -804,11 +762,6 @@ void service::handle_json(const http_request& req, std::shared_ptr<const runtime
 void service::handle_ready(const http_request& req, std::shared_ptr<const runtime> rt,
                            boost::asio::any_io_executor ex, const responder& done) {
   const auto version = req.version();
-  if (rt->memory_backend) {
-    metrics_.backend_up(true);
-    return done(
-        plain(200, "{\"status\":\"ready\",\"backend\":\"up\"}\n", "application/json", version));
-  }
   // A real round trip through the limiter: the backend is up if it decided. With a
   // connection per server thread every one is probed, and up means all of them are.
   static const policy probe = probe_policy();
@@ -823,24 +776,25 @@ void service::handle_ready(const http_request& req, std::shared_ptr<const runtim
   for (auto* lim : lims) {
     // Every completion runs on `ex`, the connection's executor: one at a time.
     lim->async_check(
-        "sluiced:readyz", probe, 1,
-        boost::asio::bind_executor(
-            ex, [this, rt, version, state, done](std::error_code, decision d) {
-              state->all_up = state->all_up && !d.degraded;
-              if (--state->left > 0) return;
-              done.answer([&] {
-                const bool up = state->all_up;
-                metrics_.backend_up(up);
-                const bool ready = up || rt->cfg.on_backend_failure != failure_mode::closed;
-                json j;
-                j["status"] = ready ? "ready" : "not ready";
-                j["backend"] = up ? "up" : "unreachable";
-                if (!up) {
-                  j["on_backend_failure"] = std::string(to_string(rt->cfg.on_backend_failure));
-                }
-                return plain(ready ? 200 : 503, json_text(j), "application/json", version);
-              });
-            }));
+        on_backend_thread, "sluiced:readyz", probe, 1,
+        [this, rt, ex, version, state, done](std::error_code, decision d) {
+          complete_on(ex, [this, rt, version, state, done, degraded = d.degraded] {
+            state->all_up = state->all_up && !degraded;
+            if (--state->left > 0) return;
+            done.answer([&] {
+              const bool up = state->all_up;
+              metrics_.backend_up(up);
+              const bool ready = up || rt->cfg.on_backend_failure != failure_mode::closed;
+              json j;
+              j["status"] = ready ? "ready" : "not ready";
+              j["backend"] = up ? "up" : "unreachable";
+              if (!up) {
+                j["on_backend_failure"] = std::string(to_string(rt->cfg.on_backend_failure));
+              }
+              return plain(ready ? 200 : 503, json_text(j), "application/json", version);
+            });
+          });
+        });
   }
 }
 

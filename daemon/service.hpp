@@ -16,7 +16,6 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 
@@ -179,10 +178,6 @@ class service {
   /// Logs `call` once, counts it in sluice_admin_requests_total, and returns `res`.
   http_response admin_answer(const admin_call& call, http_response res, std::string_view outcome);
 
-  /// The threads that wait for the backend's blocking calls (peek and the key operations
-  /// have no asynchronous form) on a Redis backend, so that no server thread waits; made on
-  /// first use (the memory backend answers inline and never needs them).
-  boost::asio::thread_pool& blocking_pool();
   void handle_auth(const http_request& req, const std::string& peer,
                    std::shared_ptr<const runtime> rt, boost::asio::any_io_executor ex,
                    const responder& done);
@@ -203,11 +198,6 @@ class service {
   metrics metrics_;
   std::unique_ptr<rls_decider> rls_;  // after metrics_, which it counts in
   log_throttle internal_errors_log_;
-  std::once_flag blocking_once_;
-  // Last, so destroyed first: its jobs use the members above. Destroying it abandons the
-  // jobs not started (their requests are dropped, their connections closed) and waits for
-  // the running ones, each bounded by the backend's timeout.
-  std::unique_ptr<boost::asio::thread_pool> blocking_;
 };
 
 }  // namespace sluice::daemon

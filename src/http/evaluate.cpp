@@ -146,7 +146,9 @@ void start_evaluate(limiter lim, evaluation planned, std::function<void(evaluati
   }
   st->pending.store(calls, std::memory_order_relaxed);
   if (!parts.together.empty()) {
-    lim.async_check_all(items_of(st->e, parts.together),
+    // On the backend's thread (or inline): the caller's completion posts once, to where it
+    // belongs, instead of each part hopping through Asio's system executor first.
+    lim.async_check_all(on_backend_thread, items_of(st->e, parts.together),
                         [st, which = parts.together](std::error_code ec, std::vector<decision> ds) {
                           for (std::size_t j = 0; j < which.size(); ++j) {
                             record(st->e.outcomes[which[j]], ec,
@@ -159,7 +161,7 @@ void start_evaluate(limiter lim, evaluation planned, std::function<void(evaluati
     const auto& o = st->e.outcomes[i];
     const auto& r = st->e.rules->rules()[o.rule_index];
     const auto* p = st->e.rules->find_policy(r.policy);
-    lim.async_check(o.key, *p, r.cost, [st, i](std::error_code ec, decision d) {
+    lim.async_check(on_backend_thread, o.key, *p, r.cost, [st, i](std::error_code ec, decision d) {
       record(st->e.outcomes[i], ec, d);
       st->one_done();
     });

@@ -76,7 +76,9 @@ evaluation evaluate(limiter& lim, std::shared_ptr<const rule_set> rules, const r
 namespace detail {
 /// The outcomes of the rules matching `req`, with keys derived but nothing decided yet.
 evaluation plan(std::shared_ptr<const rule_set> rules, const request_facts& req);
-/// Decides every planned, non-skipped outcome; `done` runs exactly once, possibly inline.
+/// Decides every planned, non-skipped outcome; `done` runs exactly once, where the last
+/// decision completes: inline (the memory backend, a cached denial) or on the backend's
+/// I/O thread, so it must be short and must not block.
 void start_evaluate(limiter lim, evaluation planned, std::function<void(evaluation)> done);
 }  // namespace detail
 
