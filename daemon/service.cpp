@@ -785,13 +785,14 @@ void service::handle_ready(const http_request& req, std::shared_ptr<const runtim
               const bool up = state->all_up;
               metrics_.backend_up(up);
               const bool ready = up || rt->cfg.on_backend_failure != failure_mode::closed;
-              json j;
+              // Status first, as operators' scripts read it (nlohmann's json sorts keys).
+              nlohmann::ordered_json j;
               j["status"] = ready ? "ready" : "not ready";
               j["backend"] = up ? "up" : "unreachable";
               if (!up) {
                 j["on_backend_failure"] = std::string(to_string(rt->cfg.on_backend_failure));
               }
-              return plain(ready ? 200 : 503, json_text(j), "application/json", version);
+              return plain(ready ? 200 : 503, j.dump() + "\n", "application/json", version);
             });
           });
         });
