@@ -146,8 +146,10 @@ limiter& runtime::limiter_here() const noexcept {
   return *lim;
 }
 
-service::service(config c, std::vector<boost::asio::io_context*> workers)
+service::service(config c, std::vector<boost::asio::io_context*> workers,
+                 std::shared_ptr<const clock> time_source)
     : workers_(std::move(workers)),
+      time_source_(std::move(time_source)),
       current_(build(std::move(c), nullptr)),
       rls_(std::make_unique<rls_decider>(metrics_)) {
   metrics_.set_max_rls_series(current_->cfg.envoy_rls.max_metric_series);
@@ -169,9 +171,10 @@ std::shared_ptr<const runtime> service::build(config c,
   } else {
     memory_options mo;
     mo.max_keys = c.memory_max_keys;
+    mo.time_source = time_source_;
     auto mem = make_memory_backend(mo);
     if (rt->memory_backend) {
-      rt->lim = std::make_shared<limiter>(mem, mem);
+      rt->lim = std::make_shared<limiter>(mem, mem, time_source_);
     } else {
       redis_options ro;
       ro.url = c.backend;
@@ -191,11 +194,11 @@ std::shared_ptr<const runtime> service::build(config c,
           auto on_thread = ro;
           on_thread.run_on = io;
           rt->thread_limiters.emplace_back(
-              io, std::make_shared<limiter>(make_redis_backend(on_thread), mem));
+              io, std::make_shared<limiter>(make_redis_backend(on_thread), mem, time_source_));
         }
         rt->lim = rt->thread_limiters.front().second;
       } else {
-        rt->lim = std::make_shared<limiter>(make_redis_backend(ro), mem);
+        rt->lim = std::make_shared<limiter>(make_redis_backend(ro), mem, time_source_);
       }
     }
   }

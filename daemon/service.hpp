@@ -67,8 +67,11 @@ class service {
   /// Builds the first runtime. `workers`: the server threads' io_contexts (each run by one
   /// thread, outliving the service), on which a standalone Redis backend's connections run;
   /// none: the backend runs its own I/O thread. Throws std::invalid_argument when the
-  /// backend cannot be created (e.g. a malformed redis:// URL).
-  explicit service(config c, std::vector<boost::asio::io_context*> workers = {});
+  /// backend cannot be created (e.g. a malformed redis:// URL). `time_source` (default:
+  /// steady_clock) times the memory backend and the over-limit cache: tests and fuzz
+  /// targets pass a manual clock so that their decisions do not depend on the machine.
+  explicit service(config c, std::vector<boost::asio::io_context*> workers = {},
+                   std::shared_ptr<const clock> time_source = nullptr);
 
   /// The runtime in force now.
   std::shared_ptr<const runtime> current() const;
@@ -193,6 +196,7 @@ class service {
                     boost::asio::any_io_executor ex, const responder& done);
 
   const std::vector<boost::asio::io_context*> workers_;  // before current_: build() uses it
+  const std::shared_ptr<const clock> time_source_;       // likewise
   mutable std::mutex mu_;
   std::shared_ptr<const runtime> current_;
   metrics metrics_;

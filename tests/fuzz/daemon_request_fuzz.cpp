@@ -8,6 +8,8 @@
 // forwarded_header mode), then the bytes a client sends: requests after the first one
 // are pipelined ones. Bytes the parser refuses end the input (sluiced answers those with
 // a 400 from its socket code, which is not run here).
+#include <sluice/clock.hpp>
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/beast/core/string.hpp>
@@ -230,10 +232,11 @@ std::optional<daemon::http_request> parse_one(std::string_view bytes, std::size_
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
-  // A service of its own for each input: the answers depend on this input alone (so a
-  // crash reproduces from its file), and its buckets go with it.
+  // A service of its own for each input, on a clock that stands still: the answers depend
+  // on this input alone (so a crash reproduces from its file, and a run with a fixed seed
+  // takes the same path on every machine), and its buckets go with it.
   const auto& cfg = config_for((data[0] >> 3) & 3);
-  daemon::service svc(cfg);
+  daemon::service svc(cfg, {}, std::make_shared<sluice::manual_clock>());
   boost::asio::io_context io;
   const std::string peer = peers[data[0] & 7];
   auto bytes = sluice::fuzz::as_text(data + 1, size - 1);
