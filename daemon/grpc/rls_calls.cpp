@@ -23,8 +23,10 @@ constexpr std::string_view should_rate_limit_path =
     "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 constexpr std::string_view health_check_path = "/grpc.health.v1.Health/Check";
 constexpr std::string_view rls_service_name = "envoy.service.ratelimit.v3.RateLimitService";
-// What grpc-go (the reference service's gRPC) answers for a request that does not decode:
-// INTERNAL, not INVALID_ARGUMENT.
+// grpc-go (the reference service's gRPC) answers a request that does not decode INTERNAL
+// with this message; sluiced answers INVALID_ARGUMENT, what the input is, and what the
+// libgrpc++ server before it was held to (tests/integration/envoy_rls_test.cpp): INTERNAL is
+// for the server's own faults, which this is not.
 constexpr std::string_view unmarshal_error = "grpc: error unmarshalling request";
 
 std::string_view code_label(const rls_answer& a) {
@@ -88,7 +90,7 @@ void rls_calls::should_rate_limit(const h2_call& call, const std::shared_ptr<cal
   pb::RateLimitRequest req;
   if (!req.ParseFromArray(call.message.data(), static_cast<int>(call.message.size()))) {
     stats.rls_call("grpc", "invalid_argument", steady::now() - start);
-    return sink->answer(call.stream_id, status_code::internal, unmarshal_error, {});
+    return sink->answer(call.stream_id, status_code::invalid_argument, unmarshal_error, {});
   }
   try {
     std::weak_ptr<call_sink> weak = sink;
@@ -107,7 +109,7 @@ void rls_calls::should_rate_limit(const h2_call& call, const std::shared_ptr<cal
 void rls_calls::health_check(const h2_call& call, call_sink& sink) {
   health::HealthCheckRequest req;
   if (!req.ParseFromArray(call.message.data(), static_cast<int>(call.message.size()))) {
-    return sink.answer(call.stream_id, status_code::internal, unmarshal_error, {});
+    return sink.answer(call.stream_id, status_code::invalid_argument, unmarshal_error, {});
   }
   if (!req.service().empty() && req.service() != rls_service_name) {
     return sink.answer(call.stream_id, status_code::not_found, "unknown service", {});
