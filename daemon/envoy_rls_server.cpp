@@ -132,23 +132,39 @@ struct rls_server::listener final : grpc::connection_context,
     });
   }
 
+  // `mu` is never held where a connection may be destroyed: its destructor takes it
+  // (connection_ended), and the last reference may be this thread's when the connection,
+  // started on another worker, has already ended.
   void serve(grpc::worker_socket s) {
+    bool admitted = false;
     {
       std::lock_guard lock(mu);
-      if (!draining && live < max_connections) {
-        ++live;
-        if (connections.size() > 64 && connections.size() > 2 * live) {
-          std::erase_if(connections, [](const auto& w) { return w.expired(); });
-        }
-        try {
-          connections.push_back(grpc::start_connection(std::move(s), tls, shared_from_this()));
-        } catch (const std::exception& e) {
-          svc.stats().internal_error("io");
-          spdlog::error("envoy_rls: cannot serve a connection: {}", e.what());
-        }
-        return;
-      }
+      admitted = !draining && live < max_connections;
+      if (admitted) ++live;
     }
+    if (!admitted) return reject(std::move(s));
+    std::shared_ptr<grpc::connection_handle> c;
+    try {
+      c = grpc::start_connection(std::move(s), tls, shared_from_this());
+    } catch (const std::exception& e) {
+      svc.stats().internal_error("io");
+      spdlog::error("envoy_rls: cannot serve a connection: {}", e.what());
+      if (!c) connection_ended();  // never constructed: no destructor will count it
+      return;
+    }
+    bool drain_it = false;
+    {
+      std::lock_guard lock(mu);
+      if (connections.size() > 64 && connections.size() > 2 * live) {
+        std::erase_if(connections, [](const auto& w) { return w.expired(); });
+      }
+      connections.push_back(c);
+      drain_it = draining;  // admitted just before the drain began
+    }
+    if (drain_it) c->drain();
+  }
+
+  void reject(grpc::worker_socket s) {
     svc.stats().connection_rejected();
     if (const auto n = rejected_log.admit()) {
       spdlog::warn(
@@ -211,10 +227,14 @@ struct rls_server::listener final : grpc::connection_context,
   }
 
   void close_all() {
-    std::lock_guard lock(mu);
-    for (auto& w : connections) {
-      if (auto c = w.lock()) c->close();
+    std::vector<std::shared_ptr<grpc::connection_handle>> open;
+    {
+      std::lock_guard lock(mu);
+      for (auto& w : connections) {
+        if (auto c = w.lock()) open.push_back(std::move(c));
+      }
     }
+    for (auto& c : open) c->close();
   }
 };
 
