@@ -200,15 +200,20 @@ class attacked_daemon {
   // answered within 2 s; then once more after it. Returns the probes that failed.
   int during(const std::function<void()>& attack) {
     std::atomic<bool> done{false};
+    std::atomic<bool> started{false};
     std::atomic<int> failed{0};
     std::atomic<int> probes{0};
     std::thread prober([&] {
-      while (!done.load()) {
+      do {
+        started = true;
         if (!probe(port_)) ++failed;
         ++probes;
         std::this_thread::sleep_for(200ms);
-      }
+      } while (!done.load());
     });
+    // The first probe goes out as the attack begins (a short attack may be over before a
+    // thread would otherwise start).
+    while (!started.load()) std::this_thread::yield();
     attack();
     done = true;
     prober.join();
