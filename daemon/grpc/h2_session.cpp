@@ -48,23 +48,33 @@ std::optional<std::chrono::nanoseconds> parse_grpc_timeout(std::string_view v) {
     if (c < '0' || c > '9') return std::nullopt;
     n = n * 10 + (c - '0');
   }
-  using namespace std::chrono;
+  std::int64_t unit_ns = 0;
   switch (v.back()) {
     case 'H':
-      return duration_cast<nanoseconds>(hours{n});
+      unit_ns = 3'600'000'000'000;
+      break;
     case 'M':
-      return duration_cast<nanoseconds>(minutes{n});
+      unit_ns = 60'000'000'000;
+      break;
     case 'S':
-      return duration_cast<nanoseconds>(seconds{n});
+      unit_ns = 1'000'000'000;
+      break;
     case 'm':
-      return duration_cast<nanoseconds>(milliseconds{n});
+      unit_ns = 1'000'000;
+      break;
     case 'u':
-      return duration_cast<nanoseconds>(microseconds{n});
+      unit_ns = 1'000;
+      break;
     case 'n':
-      return nanoseconds{n};
+      unit_ns = 1;
+      break;
     default:
       return std::nullopt;
   }
+  // 99999999H does not fit in nanoseconds (nor does a deadline that far): about 31 years
+  // is forever enough.
+  constexpr std::int64_t max_ns = 1'000'000'000'000'000'000;
+  return std::chrono::nanoseconds{n > max_ns / unit_ns ? max_ns : n * unit_ns};
 }
 
 struct h2_session::stream {

@@ -121,6 +121,8 @@ TEST(H2SessionTest, ParsesGrpcTimeoutUnits) {
   EXPECT_EQ(parse_grpc_timeout("1H"), std::chrono::hours{1});
   EXPECT_EQ(parse_grpc_timeout("7n"), std::chrono::nanoseconds{7});
   EXPECT_FALSE(parse_grpc_timeout("123456789S"));  // 9 digits
+  // 8 digits of hours would overflow nanoseconds: capped at 10^18 ns (about 31 years).
+  EXPECT_EQ(parse_grpc_timeout("99999999H"), std::chrono::nanoseconds{1'000'000'000'000'000'000});
   EXPECT_FALSE(parse_grpc_timeout("5"));
   EXPECT_FALSE(parse_grpc_timeout("5x"));
   EXPECT_FALSE(parse_grpc_timeout("-5S"));
