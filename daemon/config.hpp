@@ -99,6 +99,7 @@ struct envoy_rls_config {
     std::chrono::milliseconds request_timeout{10'000};
     /// Answers buffered for one connection before its requests are no longer read.
     std::size_t max_output_bytes = 256 * 1024;
+    bool operator==(const transport_config&) const = default;
   } transport;
   /// The limits loaded from `config` (at load and at every reload); null: the section is absent.
   std::shared_ptr<const envoy::rls_config> limits;

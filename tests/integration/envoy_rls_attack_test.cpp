@@ -93,6 +93,27 @@ class raw_connection {
     return true;
   }
 
+  // As send(), never reading: a client that does not take its answers.
+  bool send_without_reading(std::string_view bytes, std::chrono::milliseconds within) {
+    const auto until = steady::now() + within;
+    while (!bytes.empty()) {
+      const auto n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (n > 0) {
+        bytes.remove_prefix(static_cast<std::size_t>(n));
+        continue;
+      }
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
+      if (steady::now() >= until) return false;
+      pollfd p{fd_, POLLOUT, 0};
+      ::poll(&p, 1, 10);
+    }
+    return true;
+  }
+
+  void shrink_receive_buffer(int bytes) {
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+  }
+
   // Reads what has come (waiting up to `within` for something); false once closed.
   bool read(std::chrono::milliseconds within) {
     pollfd p{fd_, POLLIN, 0};
@@ -392,6 +413,38 @@ TEST(EnvoyRlsAttackTest, AHugeMessageIsRefusedAsSoonAsItsPrefixComes) {
     }
     EXPECT_EQ(c.peer().header(1, "grpc-status"), "8");  // RESOURCE_EXHAUSTED
   });
+  EXPECT_EQ(failed, 0);
+  EXPECT_LT(d.rss_growth_kb(), max_rss_growth_kb);
+}
+
+// A client that sends calls and PINGs and never reads: sluiced stops reading it once its
+// answers fill max_output_bytes (and nghttp2 ends it when its acks pile up), so what the
+// client can make sluiced hold is bounded; the write that never completes ends the
+// connection after the idle timeout.
+TEST(EnvoyRlsAttackTest, AClientThatDoesNotReadIsNotReadEither) {
+  attacked_daemon d("  idle_timeout_ms: 2000\n  max_output_bytes: 65536\n");
+  std::size_t sent = 0;
+  const int failed = d.during([&] {
+    const int fd_buf = 4096;
+    raw_connection c(d.port());
+    c.shrink_receive_buffer(fd_buf);
+    ASSERT_TRUE(c.send(h2::preface() + h2::settings_ack()));
+    const auto until = steady::now() + 3s;
+    std::int32_t id = 1;
+    while (steady::now() < until) {
+      std::string burst;
+      for (int i = 0; i < 50; ++i, id += 2) {
+        burst += c.peer().call(id, rls_method, rls_request("probe", "q"));
+      }
+      for (int i = 0; i < 50; ++i) burst += h2::frame_bytes(h2::ping, 0, 0, "12345678");
+      if (!c.send_without_reading(burst, 200ms)) break;
+      sent += burst.size();
+      // Streams close only as their answers are sent: unread, they pile up past
+      // max_concurrent_streams, which ends the connection if sluiced is still reading.
+      if (id > 2 * 100'000) break;
+    }
+  });
+  EXPECT_GT(sent, 0u);
   EXPECT_EQ(failed, 0);
   EXPECT_LT(d.rss_growth_kb(), max_rss_growth_kb);
 }
