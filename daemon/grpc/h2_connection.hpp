@@ -4,7 +4,6 @@
 // preface, idle, a stuck write, the calls' deadlines) and hands the calls to rls_calls. It
 // runs on one worker io_context (one thread), so it needs no strand and no lock; a call's
 // answer comes back on that thread (rls_decider posts to the connection's executor).
-#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <memory>
@@ -17,10 +16,6 @@
 #include "grpc/h2_session.hpp"
 #include "grpc/rls_calls.hpp"
 #include "log_throttle.hpp"
-
-namespace sluice::daemon {
-class metrics;
-}
 
 namespace sluice::daemon::grpc {
 
