@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -215,7 +216,12 @@ class attacked_daemon {
 
   std::uint16_t port() const { return port_; }
   sluiced_process& sluiced() { return *daemon_; }
-  long rss_growth_kb() { return rss_kb(daemon_->process().pid()) - rss_before_; }
+  // Also printed: the figure docs/ENVOY.md quotes.
+  long rss_growth_kb() {
+    const auto g = rss_kb(daemon_->process().pid()) - rss_before_;
+    std::printf("sluiced RSS: %ld kB before the attack, %+ld kB after\n", rss_before_, g);
+    return g;
+  }
 
   // Runs `attack` while a prober checks, every 200 ms, that calls on other connections are
   // answered within 2 s; then once more after it. Returns the probes that failed.
