@@ -202,6 +202,9 @@ void h2_session::expire(clock::time_point now) {
       nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
     } else if (s->st == stream::state::dispatched) {
       answer(id, status_code::deadline_exceeded, "Deadline Exceeded");
+    } else {
+      // Answered early, and the request never ended.
+      nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
     }
   }
 }
@@ -210,8 +213,10 @@ void h2_session::answer(std::int32_t stream_id, status_code code, std::string_vi
                         std::string_view response) {
   auto* s = find(stream_id);
   if (s == nullptr || s->st == stream::state::answered) return;
+  // Answered before its request ended (too large): the request timeout still applies, so
+  // a client cannot hold the stream by never ending it.
+  if (s->st != stream::state::receiving) set_deadline(*s, std::nullopt);
   s->st = stream::state::answered;
-  set_deadline(*s, std::nullopt);
   s->body = std::string();  // no longer needed: free it while the answer is sent
   const std::string_view content_type = "application/grpc";
   if (code == status_code::ok) {

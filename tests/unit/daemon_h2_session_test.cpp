@@ -221,6 +221,15 @@ TEST(H2SessionTest, AMessageOverTheLimitIsResourceExhausted) {
   EXPECT_TRUE(h.calls.empty());
   ASSERT_TRUE(h.send(h.client.call(5, method, std::string(1024, 'm'))));
   EXPECT_EQ(h.calls.size(), 1u);
+  // Refused early and never ended: reset at the request timeout, not held.
+  ASSERT_TRUE(h.send(h.client.headers_frame(7, h2::grpc_request_headers(method)) +
+                     h2::frame_bytes(h2::data, 0, 7, std::string(1, '\0') + h2::u32(1 << 20))));
+  EXPECT_EQ(h.client.header(7, "grpc-status"), "8");
+  EXPECT_EQ(h.session().open_streams(), 1u);
+  h.session().expire(harness::t0 + o.request_timeout);
+  h.pump();
+  EXPECT_EQ(h.client.error_of(h2::rst_stream, 7), NGHTTP2_CANCEL);
+  EXPECT_EQ(h.session().open_streams(), 0u);
 }
 
 TEST(H2SessionTest, RapidResetEndsTheConnectionWithGoaway) {
