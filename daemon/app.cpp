@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <iostream>
 #include <memory>
@@ -19,6 +20,7 @@
 
 #include "envoy/rls_config.hpp"
 #include "envoy_rls_server.hpp"
+#include "protobuf_log.hpp"
 #include "safe_log.hpp"
 #include "sd_notify.hpp"
 #include "server.hpp"
@@ -148,6 +150,7 @@ std::optional<int> parse_command_line(int argc, const char* const* argv, app_opt
 
 int run(app_options opts) {
   set_daemon_log_level(spdlog::level::from_str(opts.cfg.log_level));
+  route_protobuf_log();
   const unsigned threads =
       opts.cfg.threads ? opts.cfg.threads : std::max(1u, std::thread::hardware_concurrency());
   // One io_context per thread, each run by that thread alone: a connection's handlers then
@@ -179,7 +182,8 @@ int run(app_options opts) {
     return 1;
   }
   const auto& cfg = svc->current()->cfg;
-  fit_open_file_limit(cfg.limits.max_connections);
+  fit_open_file_limit(cfg.limits.max_connections +
+                      (cfg.envoy_rls.enabled() ? cfg.envoy_rls.transport.max_connections : 0));
   auto srv = std::make_shared<server>(ioc, *svc, workers);
   asio::ip::tcp::endpoint bound;
   try {
@@ -196,7 +200,7 @@ int run(app_options opts) {
   // Envoy's rate limit service on its own gRPC listener, when the config has envoy_rls.
   std::unique_ptr<rls_server> rls;
   if (cfg.envoy_rls.enabled()) {
-    rls = std::make_unique<rls_server>(*svc);
+    rls = std::make_unique<rls_server>(*svc, ioc, workers);
     try {
       const auto& tls = cfg.envoy_rls.tls;
       const auto port = rls->start(cfg.envoy_rls.listen_host, cfg.envoy_rls.listen_port, tls);
@@ -215,14 +219,6 @@ int run(app_options opts) {
       return 1;
     }
   }
-  // gRPC's Shutdown blocks until its calls are done: on a thread of its own, so that the
-  // server threads keep completing the calls in flight meanwhile.
-  std::thread rls_stopper;
-  auto stop_rls = [&](std::chrono::milliseconds deadline) {
-    if (rls && !rls_stopper.joinable()) {
-      rls_stopper = std::thread([&rls, deadline] { rls->shutdown(deadline); });
-    }
-  };
   if (opts.config_path.empty()) {
     auto shown = cfg;
     shown.listen_port = bound.port();
@@ -248,14 +244,19 @@ int run(app_options opts) {
           stopping = true;
           notify_service_manager("STOPPING=1");
           spdlog::info("signal {}: draining in-flight requests", sig);
-          stop_rls(svc->current()->cfg.limits.shutdown_timeout);
-          srv->drain(svc->current()->cfg.limits.shutdown_timeout, [&stop_all] {
+          // Both listeners drain (the gRPC one with GOAWAY); the threads stop once both
+          // are done (each may finish on any worker thread).
+          const auto deadline = svc->current()->cfg.limits.shutdown_timeout;
+          auto left = std::make_shared<std::atomic<int>>(rls ? 2 : 1);
+          auto one_done = [left, &stop_all] {
+            if (--*left > 0) return;
             spdlog::info("drained; exiting");
             stop_all();
-          });
+          };
+          if (rls) rls->drain(deadline, one_done);
+          srv->drain(deadline, one_done);
         } else {
           spdlog::warn("second signal {}: exiting now", sig);
-          stop_rls(std::chrono::milliseconds{0});
           stop_all();
           return;
         }
@@ -275,9 +276,8 @@ int run(app_options opts) {
   }
   run_guarded(ioc, *srv);
   for (auto& t : pool) t.join();
-  // The gRPC calls may complete on the server threads' executors no more: end them now.
-  stop_rls(std::chrono::milliseconds{0});
-  if (rls_stopper.joinable()) rls_stopper.join();
+  // The gRPC connections left (after a forced stop) are handlers of the io_contexts now,
+  // and go with them below.
   rls.reset();
   // Handlers still queued (after a forced stop) hold runtimes, and a runtime holds the
   // backends of every thread, whose connections live on these io_contexts: destroy the

@@ -1,14 +1,19 @@
 #pragma once
 // The gRPC listener of sluiced's Envoy rate limit service: serves
 // envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit (decided by the service's
-// rls_decider with the config in force, so SIGHUP reloads apply to the next call) and the
-// standard health service grpc.health.v1.Health (gRPC's own default implementation).
-// Plaintext HTTP/2, as Envoy's rate limit cluster connects by default, or TLS (and mutual
-// TLS) when the config's envoy_rls.tls says so.
+// rls_decider with the config in force, so SIGHUP reloads apply to the next call) and
+// grpc.health.v1.Health/Check. Plaintext HTTP/2, as Envoy's rate limit cluster connects by
+// default, or TLS (and mutual TLS) when the config's envoy_rls.tls says so. HTTP/2 is
+// nghttp2's, driven by sluiced's own unary gRPC server (daemon/grpc/): its connections run
+// on the daemon's worker io_contexts, bounded by the envoy_rls options (docs/ENVOY.md).
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
 
 #include "config.hpp"
 
@@ -16,11 +21,14 @@ namespace sluice::daemon {
 
 class service;
 
-/// Not thread-safe (start and shutdown from one thread); the calls it serves run on gRPC's
-/// own threads and complete on the rls_decider's.
+/// Not thread-safe (start, drain and shutdown from one thread); its connections run on the
+/// workers, a call's answer on its connection's worker.
 class rls_server {
  public:
-  explicit rls_server(service& svc);
+  /// `ioc` runs the acceptor and the drain; `workers` (none: `ioc` alone) the connections,
+  /// each io_context on one thread only. The options are the config's envoy_rls (read once).
+  rls_server(service& svc, boost::asio::io_context& ioc,
+             std::vector<boost::asio::io_context*> workers);
   ~rls_server();
   rls_server(const rls_server&) = delete;
   rls_server& operator=(const rls_server&) = delete;
@@ -31,13 +39,18 @@ class rls_server {
   std::uint16_t start(const std::string& host, std::uint16_t port,
                       const envoy_rls_config::tls_config& tls = {});
 
-  /// Stops accepting calls, lets the calls in flight finish for up to `deadline`, then
-  /// cancels the rest; health answers NOT_SERVING meanwhile. Blocks until done. Idempotent.
+  /// Stops accepting, sends every connection a GOAWAY (the calls open finish, then it
+  /// closes) and answers health checks NOT_SERVING; calls `done` on `ioc` once no
+  /// connection is left, or after `deadline`, having closed the rest. Call once.
+  void drain(std::chrono::milliseconds deadline, std::function<void()> done);
+
+  /// drain(), waiting for it: from a thread that runs none of the io_contexts, while they
+  /// run. Idempotent.
   void shutdown(std::chrono::milliseconds deadline);
 
  private:
-  struct impl;
-  std::unique_ptr<impl> impl_;
+  struct listener;
+  std::shared_ptr<listener> impl_;
 };
 
 }  // namespace sluice::daemon

@@ -228,6 +228,13 @@ bool service::reload(const std::string& path, const std::function<void(config&)>
           "reload: envoy_rls's gRPC listener (added, removed or its listen) changes only on "
           "restart; its limits and failure mode apply now");
     }
+    if (c.envoy_rls.enabled() && prev->cfg.envoy_rls.enabled() &&
+        !(c.envoy_rls.transport == prev->cfg.envoy_rls.transport)) {
+      // The gRPC listener's connections were made with the bounds it started with.
+      spdlog::warn(
+          "reload: envoy_rls's connection limits (max_connections, streams, sizes, timeouts) "
+          "change only on restart");
+    }
     const auto& tls = c.envoy_rls.tls;
     const auto& was = prev->cfg.envoy_rls.tls;
     if (tls.cert_pem != was.cert_pem || tls.key_pem != was.key_pem ||

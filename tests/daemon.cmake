@@ -1,7 +1,8 @@
 # The daemon's tests: unit tests link the sluice_daemon library (config, service, metrics);
 # integration tests start the real sluiced binary and a real nginx.
 if(TARGET sluice_daemon AND TARGET sluice_unit_tests)
-  target_link_libraries(sluice_unit_tests PRIVATE sluice_daemon)
+  # sluice_envoy_grpc: a test checks the generated service's name (what Envoy calls).
+  target_link_libraries(sluice_unit_tests PRIVATE sluice_daemon sluice_envoy_grpc)
 endif()
 if(TARGET sluiced)
   target_compile_definitions(sluice_test_support PRIVATE SLUICE_SLUICED_PATH="$<TARGET_FILE:sluiced>")

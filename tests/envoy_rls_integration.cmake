@@ -14,3 +14,9 @@ elseif(NOT TARGET sluice_daemon)
   set_source_files_properties(${CMAKE_CURRENT_SOURCE_DIR}/integration/envoy_rls_test.cpp
                               PROPERTIES HEADER_FILE_ONLY ON)
 endif()
+
+# The HTTP/2 attack tests (envoy_rls_attack_test.cpp) build frames with nghttp2's HPACK
+# encoder (support/h2_frames.hpp).
+if(TARGET sluice_integration_tests AND TARGET PkgConfig::NGHTTP2)
+  target_link_libraries(sluice_integration_tests PRIVATE PkgConfig::NGHTTP2)
+endif()

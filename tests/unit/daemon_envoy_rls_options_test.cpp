@@ -5,6 +5,7 @@
 // integration tests (envoy_rls_test.cpp).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -131,6 +132,56 @@ TEST(DaemonEnvoyRlsOptionsTest, BadShadowModeAndHeadersNameFileLineAndField) {
   EXPECT_EQ(error_of(dir, "  response_headers: {limit: x-a, remaining: X-A}\n"),
             f + ":4: envoy_rls.response_headers: limit, remaining and reset must be three "
                 "different header names");
+}
+
+// The gRPC listener's bounds: defaults, every key read, and an out-of-range value named
+// with file, line and field.
+TEST(DaemonEnvoyRlsOptionsTest, TransportLimitsHaveDefaultsAndRanges) {
+  scratch_dir dir;
+  const auto d = parse_config(with_keys(""), dir.source()).envoy_rls.transport;
+  EXPECT_EQ(d.max_connections, 1024u);
+  EXPECT_EQ(d.max_concurrent_streams, 100u);
+  EXPECT_EQ(d.max_header_list_bytes, 8192u);
+  EXPECT_EQ(d.max_continuations, 8u);
+  EXPECT_EQ(d.max_message_bytes, 65536u);
+  EXPECT_EQ(d.stream_reset_burst, 1000u);
+  EXPECT_EQ(d.stream_reset_rate, 33u);
+  EXPECT_EQ(d.handshake_timeout, std::chrono::milliseconds{5000});
+  EXPECT_EQ(d.idle_timeout, std::chrono::milliseconds{300000});
+  EXPECT_EQ(d.request_timeout, std::chrono::milliseconds{10000});
+  EXPECT_EQ(d.max_output_bytes, 262144u);
+
+  const auto t = parse_config(with_keys("  max_connections: 50\n  max_concurrent_streams: 10\n"
+                                        "  max_header_list_bytes: 4096\n  max_continuations: 2\n"
+                                        "  max_message_bytes: 1024\n  stream_reset_burst: 20\n"
+                                        "  stream_reset_rate: 5\n  handshake_timeout_ms: 1500\n"
+                                        "  idle_timeout_ms: 2500\n  request_timeout_ms: 3500\n"
+                                        "  max_output_bytes: 65536\n"),
+                              dir.source())
+                     .envoy_rls.transport;
+  EXPECT_EQ(t.max_connections, 50u);
+  EXPECT_EQ(t.max_concurrent_streams, 10u);
+  EXPECT_EQ(t.max_header_list_bytes, 4096u);
+  EXPECT_EQ(t.max_continuations, 2u);
+  EXPECT_EQ(t.max_message_bytes, 1024u);
+  EXPECT_EQ(t.stream_reset_burst, 20u);
+  EXPECT_EQ(t.stream_reset_rate, 5u);
+  EXPECT_EQ(t.handshake_timeout, std::chrono::milliseconds{1500});
+  EXPECT_EQ(t.idle_timeout, std::chrono::milliseconds{2500});
+  EXPECT_EQ(t.request_timeout, std::chrono::milliseconds{3500});
+  EXPECT_EQ(t.max_output_bytes, 65536u);
+
+  const auto f = dir.source();
+  EXPECT_EQ(error_of(dir, "  max_concurrent_streams: 0\n"),
+            f + ":4: envoy_rls.max_concurrent_streams: must be in 1..10000, got 0");
+  EXPECT_EQ(error_of(dir, "  max_message_bytes: 99999999\n"),
+            f + ":4: envoy_rls.max_message_bytes: must be in 64..16777216, got 99999999");
+  EXPECT_EQ(error_of(dir, "  handshake_timeout_ms: 5s\n"),
+            f + ":4: envoy_rls.handshake_timeout_ms: must be an integer, got \"5s\"");
+  EXPECT_EQ(error_of(dir, "  max_header_list_bytes: 100\n"),
+            f + ":4: envoy_rls.max_header_list_bytes: must be in 1024..1048576, got 100");
+  EXPECT_EQ(error_of(dir, "  stream_reset_rate: 0\n"),
+            f + ":4: envoy_rls.stream_reset_rate: must be in 1..1000000, got 0");
 }
 
 TEST(DaemonEnvoyRlsOptionsTest, TlsFilesAreReadBesideTheConfigAndChecked) {
