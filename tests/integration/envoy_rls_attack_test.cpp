@@ -455,6 +455,61 @@ TEST(EnvoyRlsAttackTest, AClientThatDoesNotReadIsNotReadEither) {
   EXPECT_LT(d.rss_growth_kb(), max_rss_growth_kb);
 }
 
+// RateLimitRequest{domain: "edge", n descriptors {probe: value}}, by hand (varint lengths).
+std::string rls_request_of(std::size_t n, const std::string& value) {
+  auto field = [](int number, const std::string& bytes) {
+    std::string out(1, static_cast<char>(number << 3 | 2));
+    for (auto len = bytes.size();; len >>= 7) {
+      out += static_cast<char>((len & 0x7f) | (len >= 0x80 ? 0x80 : 0));
+      if (len < 0x80) break;
+    }
+    return out + bytes;
+  };
+  const auto descriptor = field(2, field(1, field(1, "probe") + field(2, value)));
+  std::string out = field(1, "edge");
+  for (std::size_t i = 0; i < n; ++i) out += descriptor;
+  return out;
+}
+
+// One call with thousands of descriptors (one cost 15 s of CPU, before): refused at once
+// past envoy_rls.max_descriptors, while a call at the cap, all on one key, is decided
+// exactly in one pass, and other callers are answered throughout.
+TEST(EnvoyRlsAttackTest, ThousandsOfDescriptorsAreRefusedAtOnce) {
+  attacked_daemon d;
+  const int failed = d.during([&] {
+    raw_connection c(d.port());
+    ASSERT_TRUE(c.send(h2::preface() + h2::settings_ack()));
+    // A call whose message spans DATA frames of at most the default 16 KB, one at a time
+    // (within the flow-control windows), answered before the next.
+    auto call = [&](std::int32_t id, const std::string& message) {
+      auto body = h2::grpc_message(message);
+      std::string frames = c.peer().headers_frame(id, h2::grpc_request_headers(rls_method));
+      for (std::size_t at = 0; at < body.size(); at += 16000) {
+        const bool last = at + 16000 >= body.size();
+        frames += h2::frame_bytes(h2::data, last ? h2::end_stream : 0, id, body.substr(at, 16000));
+      }
+      ASSERT_TRUE(c.send(frames, 5000ms));
+      const auto until = steady::now() + 5s;
+      while (steady::now() < until && c.peer().header(id, "grpc-status").empty() && c.read(50ms)) {
+      }
+    };
+    const auto wide = rls_request_of(4000, "w");  // ~56 KB, within max_message_bytes
+    std::int32_t id = 1;
+    for (int i = 0; i < 20; ++i, id += 2) {
+      call(id, wide);
+      EXPECT_EQ(c.peer().header(id, "grpc-status"), "3") << "stream " << id;  // INVALID_ARGUMENT
+    }
+    call(id, rls_request_of(256, "cap"));
+    EXPECT_EQ(c.peer().header(id, "grpc-status"), "0");
+  });
+  EXPECT_EQ(failed, 0);
+  EXPECT_LT(d.rss_growth_kb(), max_rss_growth_kb);
+  const auto metrics = http_request(d.sluiced().port(), "GET", "/metrics").body;
+  EXPECT_NE(metrics.find(R"(sluice_rls_calls_total{code="invalid_argument",transport="grpc"} 20)"),
+            std::string::npos)
+      << metrics;
+}
+
 TEST(EnvoyRlsAttackTest, UndecodableRequestsAndUnknownMethodsAreAnsweredAndCounted) {
   attacked_daemon d;
   raw_connection c(d.port());
