@@ -425,31 +425,48 @@ void parse_rls_transport(const reader& r, const YAML::Node& n,
   auto count = [&]<class T>(const char* key, T& out, T lo, T hi) {
     if (auto v = n[key]) out = r.integer<T>(v, std::string("envoy_rls.") + key, lo, hi);
   };
+  auto& c = t.connection;
   count("max_connections", t.max_connections, std::size_t{1}, std::size_t{1'000'000});
-  count("max_concurrent_streams", t.max_concurrent_streams, std::uint32_t{1},
+  count("max_concurrent_streams", c.h2.max_concurrent_streams, std::uint32_t{1},
         std::uint32_t{10'000});
-  count("max_header_list_bytes", t.max_header_list_bytes, std::size_t{1024}, std::size_t{1} << 20);
-  count("max_continuations", t.max_continuations, std::size_t{0}, std::size_t{1000});
-  count("max_message_bytes", t.max_message_bytes, std::size_t{64}, std::size_t{16} << 20);
-  count("stream_reset_burst", t.stream_reset_burst, std::uint64_t{1}, std::uint64_t{1'000'000});
-  count("stream_reset_rate", t.stream_reset_rate, std::uint64_t{1}, std::uint64_t{1'000'000});
-  count("max_output_bytes", t.max_output_bytes, std::size_t{16} << 10, std::size_t{64} << 20);
-  ms("handshake_timeout_ms", t.handshake_timeout, 100, 600'000);
-  ms("idle_timeout_ms", t.idle_timeout, 100, 86'400'000);
-  ms("request_timeout_ms", t.request_timeout, 100, 3'600'000);
+  count("max_header_list_bytes", c.h2.max_header_list_bytes, std::size_t{1024},
+        std::size_t{1} << 20);
+  count("max_continuations", c.h2.max_continuations, std::size_t{0}, std::size_t{1000});
+  count("max_message_bytes", c.h2.max_message_bytes, std::size_t{64}, std::size_t{16} << 20);
+  count("stream_reset_burst", c.h2.stream_reset_burst, std::uint64_t{1}, std::uint64_t{1'000'000});
+  count("stream_reset_rate", c.h2.stream_reset_rate, std::uint64_t{1}, std::uint64_t{1'000'000});
+  count("max_output_bytes", c.max_output_bytes, std::size_t{16} << 10, std::size_t{64} << 20);
+  ms("handshake_timeout_ms", c.handshake_timeout, 100, 600'000);
+  ms("idle_timeout_ms", c.idle_timeout, 100, 86'400'000);
+  ms("request_timeout_ms", c.h2.request_timeout, 100, 3'600'000);
 }
 
 // `envoy_rls:`: the listener, and the limits loaded now from the files it names, so that an
 // error in them is a config error (exit 2, --check-config, a refused reload) like any other.
 void parse_envoy_rls(const reader& r, const YAML::Node& n, envoy_rls_config& out) {
   r.expect_map(n, "envoy_rls");
-  r.only_keys(
-      n, "envoy_rls",
-      {"listen", "config", "on_backend_failure", "merge_domains", "shadow_mode", "response_headers",
-       "tls", "max_descriptors", "max_descriptor_entries", "max_metric_series", "max_connections",
-       "max_concurrent_streams", "max_header_list_bytes", "max_continuations", "max_message_bytes",
-       "stream_reset_burst", "stream_reset_rate", "handshake_timeout_ms", "idle_timeout_ms",
-       "request_timeout_ms", "max_output_bytes"});
+  r.only_keys(n, "envoy_rls",
+              {"listen",
+               "config",
+               "on_backend_failure",
+               "merge_domains",
+               "shadow_mode",
+               "response_headers",
+               "tls",
+               "max_descriptors",
+               "max_descriptor_entries",
+               "max_metric_series",
+               "max_connections",
+               "max_concurrent_streams",
+               "max_header_list_bytes",
+               "max_continuations",
+               "max_message_bytes",
+               "stream_reset_burst",
+               "stream_reset_rate",
+               "handshake_timeout_ms",
+               "idle_timeout_ms",
+               "request_timeout_ms",
+               "max_output_bytes"});
   if (auto l = n["listen"]) {
     config tmp;
     try {

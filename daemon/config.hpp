@@ -16,6 +16,8 @@
 #include <sluice/http/rules.hpp>
 #include <sluice/policy.hpp>
 
+#include "grpc/options.hpp"
+
 namespace sluice::envoy {
 struct rls_config;
 }
@@ -89,27 +91,9 @@ struct envoy_rls_config {
   struct transport_config {
     /// Open connections at most; one more is closed as soon as it is accepted.
     std::size_t max_connections = 1024;
-    std::uint32_t max_concurrent_streams = 100;  ///< SETTINGS_MAX_CONCURRENT_STREAMS
-    /// A request's header list (RFC 9113's size: name + value + 32 per field), across its
-    /// CONTINUATION frames; over it the stream is reset.
-    std::size_t max_header_list_bytes = 8 * 1024;
-    /// CONTINUATION frames after one HEADERS; one more ends the connection.
-    std::size_t max_continuations = 8;
-    /// A request message; over it the call is answered RESOURCE_EXHAUSTED.
-    std::size_t max_message_bytes = 64 * 1024;
-    /// Stream resets (RST_STREAM) a client may send in a burst, then per second; past
-    /// that the connection ends with GOAWAY (rapid reset).
-    std::uint64_t stream_reset_burst = 1000;
-    std::uint64_t stream_reset_rate = 33;
-    /// From accept to the client's HTTP/2 preface, TLS handshake included.
-    std::chrono::milliseconds handshake_timeout{5'000};
-    /// With no stream open this long, the connection ends (GOAWAY); also the longest one
-    /// write may wait for a client that does not read.
-    std::chrono::milliseconds idle_timeout{300'000};
-    /// From a stream's HEADERS to the end of its request; then it is reset.
-    std::chrono::milliseconds request_timeout{10'000};
-    /// Answers buffered for one connection before its requests are no longer read.
-    std::size_t max_output_bytes = 256 * 1024;
+    /// Streams, header list, CONTINUATIONs, message size, stream resets, timeouts and
+    /// output per connection, with their defaults.
+    grpc::connection_options connection;
     bool operator==(const transport_config&) const = default;
   } transport;
   /// The limits loaded from `config` (at load and at every reload); null: the section is absent.

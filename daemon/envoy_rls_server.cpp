@@ -25,22 +25,6 @@ namespace {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
-grpc::connection_options options_of(const envoy_rls_config& c) {
-  const auto& t = c.transport;
-  grpc::connection_options o;
-  o.h2.max_concurrent_streams = t.max_concurrent_streams;
-  o.h2.max_header_list_bytes = t.max_header_list_bytes;
-  o.h2.max_continuations = t.max_continuations;
-  o.h2.max_message_bytes = t.max_message_bytes;
-  o.h2.stream_reset_burst = t.stream_reset_burst;
-  o.h2.stream_reset_rate = t.stream_reset_rate;
-  o.h2.request_timeout = t.request_timeout;
-  o.handshake_timeout = t.handshake_timeout;
-  o.idle_timeout = t.idle_timeout;
-  o.max_output_bytes = t.max_output_bytes;
-  return o;
-}
-
 // ALPN: HTTP/2 ("h2") when the client offers it. A client that offers only others gets no
 // protocol and finds out from the preface; gRPC clients always offer h2.
 int select_h2(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
@@ -82,7 +66,7 @@ std::shared_ptr<asio::ssl::context> tls_context(const envoy_rls_config::tls_conf
 struct rls_server::listener final : grpc::connection_context,
                                     std::enable_shared_from_this<listener> {
   listener(service& s, asio::io_context& io, std::vector<asio::io_context*> w)
-      : connection_context(s, options_of(s.current()->cfg.envoy_rls)),
+      : connection_context(s, s.current()->cfg.envoy_rls.transport.connection),
         svc(s),
         ioc(io),
         workers(w.empty() ? std::vector<asio::io_context*>{&io} : std::move(w)),

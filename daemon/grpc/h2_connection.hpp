@@ -22,19 +22,6 @@ namespace sluice::daemon::grpc {
 using worker_executor = boost::asio::io_context::executor_type;
 using worker_socket = boost::asio::basic_stream_socket<boost::asio::ip::tcp, worker_executor>;
 
-/// The bounds of a connection beyond its HTTP/2 session's.
-struct connection_options {
-  h2_options h2;
-  /// From accept to the client's preface (its first SETTINGS), TLS handshake included.
-  std::chrono::milliseconds handshake_timeout{5'000};
-  /// With no stream open for this long, the connection ends (GOAWAY); also how long one
-  /// write may wait for a client that does not read.
-  std::chrono::milliseconds idle_timeout{60'000};
-  /// Output buffered for one connection: past it, its requests are not read until the
-  /// client takes its answers.
-  std::size_t max_output_bytes = 256 * 1024;
-};
-
 /// What the connections of one listener share; outlives them (each holds a shared_ptr).
 /// Thread-safe.
 class connection_context {

@@ -8,6 +8,8 @@
 // tests and the fuzz target drive it with frames alone.
 #include <nghttp2/nghttp2.h>
 
+#include "grpc/options.hpp"
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -42,30 +44,6 @@ std::string percent_encode(std::string_view s);
 /// A grpc-timeout value ("100m", "5S", ... at most 8 digits and a unit), or std::nullopt
 /// when it is not one.
 std::optional<std::chrono::nanoseconds> parse_grpc_timeout(std::string_view v);
-
-/// The bounds of one connection (the `envoy_rls:` options of docs/ENVOY.md).
-struct h2_options {
-  std::uint32_t max_concurrent_streams = 100;  ///< SETTINGS_MAX_CONCURRENT_STREAMS
-  /// A request's header list (name + value + 32 per field, as RFC 9113 counts it),
-  /// across its CONTINUATION frames; over it the stream is reset.
-  std::size_t max_header_list_bytes = 8 * 1024;
-  /// CONTINUATION frames after one HEADERS; one more ends the connection (GOAWAY).
-  std::size_t max_continuations = 8;
-  /// A request message; over it the call is answered RESOURCE_EXHAUSTED.
-  std::size_t max_message_bytes = 64 * 1024;
-  /// Streams the client may reset (RST_STREAM) in a burst, and per second after it; past
-  /// that the connection ends with GOAWAY (nghttp2's rate limiter).
-  std::uint64_t stream_reset_burst = 1000;
-  std::uint64_t stream_reset_rate = 33;
-  /// From a stream's HEADERS to the end of its request: a stream still incomplete then is
-  /// reset (CANCEL).
-  std::chrono::milliseconds request_timeout{10'000};
-  /// Control frames (SETTINGS and PING acks, RST_STREAM) queued for a client that does not
-  /// read them; past it the connection ends (nghttp2's flood protection).
-  std::size_t max_outbound_ack = 1000;
-  /// Entries in one SETTINGS frame.
-  std::size_t max_settings = 32;
-};
 
 /// A complete call, as handed to the call handler.
 struct h2_call {

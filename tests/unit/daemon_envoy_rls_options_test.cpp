@@ -140,16 +140,16 @@ TEST(DaemonEnvoyRlsOptionsTest, TransportLimitsHaveDefaultsAndRanges) {
   scratch_dir dir;
   const auto d = parse_config(with_keys(""), dir.source()).envoy_rls.transport;
   EXPECT_EQ(d.max_connections, 1024u);
-  EXPECT_EQ(d.max_concurrent_streams, 100u);
-  EXPECT_EQ(d.max_header_list_bytes, 8192u);
-  EXPECT_EQ(d.max_continuations, 8u);
-  EXPECT_EQ(d.max_message_bytes, 65536u);
-  EXPECT_EQ(d.stream_reset_burst, 1000u);
-  EXPECT_EQ(d.stream_reset_rate, 33u);
-  EXPECT_EQ(d.handshake_timeout, std::chrono::milliseconds{5000});
-  EXPECT_EQ(d.idle_timeout, std::chrono::milliseconds{300000});
-  EXPECT_EQ(d.request_timeout, std::chrono::milliseconds{10000});
-  EXPECT_EQ(d.max_output_bytes, 262144u);
+  EXPECT_EQ(d.connection.h2.max_concurrent_streams, 100u);
+  EXPECT_EQ(d.connection.h2.max_header_list_bytes, 8192u);
+  EXPECT_EQ(d.connection.h2.max_continuations, 8u);
+  EXPECT_EQ(d.connection.h2.max_message_bytes, 65536u);
+  EXPECT_EQ(d.connection.h2.stream_reset_burst, 1000u);
+  EXPECT_EQ(d.connection.h2.stream_reset_rate, 33u);
+  EXPECT_EQ(d.connection.handshake_timeout, std::chrono::milliseconds{5000});
+  EXPECT_EQ(d.connection.idle_timeout, std::chrono::milliseconds{300000});
+  EXPECT_EQ(d.connection.h2.request_timeout, std::chrono::milliseconds{10000});
+  EXPECT_EQ(d.connection.max_output_bytes, 262144u);
 
   const auto t = parse_config(with_keys("  max_connections: 50\n  max_concurrent_streams: 10\n"
                                         "  max_header_list_bytes: 4096\n  max_continuations: 2\n"
@@ -160,16 +160,16 @@ TEST(DaemonEnvoyRlsOptionsTest, TransportLimitsHaveDefaultsAndRanges) {
                               dir.source())
                      .envoy_rls.transport;
   EXPECT_EQ(t.max_connections, 50u);
-  EXPECT_EQ(t.max_concurrent_streams, 10u);
-  EXPECT_EQ(t.max_header_list_bytes, 4096u);
-  EXPECT_EQ(t.max_continuations, 2u);
-  EXPECT_EQ(t.max_message_bytes, 1024u);
-  EXPECT_EQ(t.stream_reset_burst, 20u);
-  EXPECT_EQ(t.stream_reset_rate, 5u);
-  EXPECT_EQ(t.handshake_timeout, std::chrono::milliseconds{1500});
-  EXPECT_EQ(t.idle_timeout, std::chrono::milliseconds{2500});
-  EXPECT_EQ(t.request_timeout, std::chrono::milliseconds{3500});
-  EXPECT_EQ(t.max_output_bytes, 65536u);
+  EXPECT_EQ(t.connection.h2.max_concurrent_streams, 10u);
+  EXPECT_EQ(t.connection.h2.max_header_list_bytes, 4096u);
+  EXPECT_EQ(t.connection.h2.max_continuations, 2u);
+  EXPECT_EQ(t.connection.h2.max_message_bytes, 1024u);
+  EXPECT_EQ(t.connection.h2.stream_reset_burst, 20u);
+  EXPECT_EQ(t.connection.h2.stream_reset_rate, 5u);
+  EXPECT_EQ(t.connection.handshake_timeout, std::chrono::milliseconds{1500});
+  EXPECT_EQ(t.connection.idle_timeout, std::chrono::milliseconds{2500});
+  EXPECT_EQ(t.connection.h2.request_timeout, std::chrono::milliseconds{3500});
+  EXPECT_EQ(t.connection.max_output_bytes, 65536u);
 
   const auto f = dir.source();
   EXPECT_EQ(error_of(dir, "  max_concurrent_streams: 0\n"),
