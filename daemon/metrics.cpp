@@ -121,6 +121,7 @@ struct metrics::families {
   prometheus::Family<prometheus::Counter>& series_dropped;
   prometheus::Family<prometheus::Gauge>& memory_keys;
   prometheus::Family<prometheus::Counter>& memory_evicted_live;
+  prometheus::Family<prometheus::Counter>& cached_denials_evicted;
   // Latencies from 100 us (memory, local Redis) to 2.5 s (far beyond any sane timeout).
   const prometheus::Histogram::BucketBoundaries buckets{
       0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
@@ -295,6 +296,11 @@ metrics::metrics() : registry_(std::make_shared<prometheus::Registry>()) {
           .Name("sluice_memory_evicted_live_total")
           .Help("Keys the memory backend forgot while they still limited (memory_max_keys "
                 "reached): each started over with a full limit")
+          .Register(r),
+      prometheus::BuildCounter()
+          .Name("sluice_cached_denials_evicted_total")
+          .Help("Denials the over-limit cache (cache_denials) forgot before they lapsed, to "
+                "make room: each costs that key's next check a backend call, nothing more")
           .Register(r),
   });
   // Present from the start, so dashboards see zeros rather than nothing.
@@ -492,6 +498,14 @@ void metrics::backend_counters(const backend_stats& s) {
   f_->memory_keys.Add({}).Set(static_cast<double>(s.keys));
   advance(f_->memory_evicted_live.Add({}), s.evicted_live, last.evicted_live);
   last_backend_ = s;
+}
+
+void metrics::limiter_counters(const limiter_stats& s) {
+  std::lock_guard lock(backend_mu_);
+  const auto now = s.cached_denials_evicted, before = last_cached_denials_evicted_;
+  f_->cached_denials_evicted.Add({}).Increment(
+      static_cast<double>(now >= before ? now - before : now));
+  last_cached_denials_evicted_ = now;
 }
 
 std::string metrics::serialize() const {

@@ -12,6 +12,7 @@
 #include <system_error>
 
 #include <sluice/backend.hpp>
+#include <sluice/limiter.hpp>
 #include <sluice/policy.hpp>
 
 namespace prometheus {
@@ -90,6 +91,8 @@ class metrics {
   /// counters advance by what they grew since the last call (a backend replaced by a reload
   /// starts again from zero: its whole count is added).
   void backend_counters(const backend_stats& s);
+  /// The limiters' counters that sluiced does not count itself, at a scrape.
+  void limiter_counters(const limiter_stats& s);
 
   /// The text exposition format (version 0.0.4). Label values are printable UTF-8: bytes
   /// that are not (controls, invalid UTF-8) show as `\xNN` and a backslash as `\\`, as in
@@ -104,6 +107,7 @@ class metrics {
   std::atomic<std::size_t> max_rls_series_{10'000};
   std::mutex backend_mu_;  // guards last_backend_
   backend_stats last_backend_;
+  std::uint64_t last_cached_denials_evicted_ = 0;  // guarded by backend_mu_
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<families> f_;
 };

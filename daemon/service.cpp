@@ -139,6 +139,15 @@ sluice::backend_stats runtime::backend_stats() const noexcept {
   return sum;
 }
 
+sluice::limiter_stats runtime::limiter_stats() const noexcept {
+  if (thread_limiters.empty()) return lim->stats();
+  sluice::limiter_stats sum;
+  for (const auto& [io, l] : thread_limiters) {
+    sum.cached_denials_evicted += l->stats().cached_denials_evicted;
+  }
+  return sum;
+}
+
 limiter& runtime::limiter_here() const noexcept {
   for (const auto& [io, l] : thread_limiters) {
     if (io->get_executor().running_in_this_thread()) return *l;
@@ -387,6 +396,7 @@ void service::route(const http_request& req, const std::string& peer,
     return finish(plain(200, "{\"status\":\"ok\"}\n", "application/json", version));
   if (endpoint == "metrics") {
     metrics_.backend_counters(rt->backend_stats());
+    metrics_.limiter_counters(rt->limiter_stats());
     return finish(
         plain(200, metrics_.serialize(), "text/plain; version=0.0.4; charset=utf-8", version));
   }

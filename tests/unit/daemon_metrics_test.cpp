@@ -94,5 +94,16 @@ TEST(DaemonMetricsTest, MemoryBackendCountersAreExported) {
   EXPECT_NE(t.find("sluice_memory_evicted_live_total 4\n"), std::string::npos) << t;
 }
 
+TEST(DaemonMetricsTest, OverLimitCacheEvictionsAreExported) {
+  metrics m;
+  limiter_stats s;
+  s.cached_denials_evicted = 7;
+  m.limiter_counters(s);
+  s.cached_denials_evicted = 9;
+  m.limiter_counters(s);
+  const auto t = m.serialize();
+  EXPECT_NE(t.find("sluice_cached_denials_evicted_total 9\n"), std::string::npos) << t;
+}
+
 }  // namespace
 }  // namespace sluice::daemon
