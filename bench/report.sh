@@ -43,6 +43,23 @@ paired() {  # paired A_SUFFIX B_SUFFIX -> "median (r1, r2, r3)"
   printf '%s\n' "${rs[@]}" | sort -g | awk '{ v[NR] = $1 } END { printf "%s", v[int((NR + 1) / 2)] }'
   printf ' (rounds: %s)' "$(IFS=,; echo "${rs[*]}" | sed 's/,/, /g')"
 }
+# The same over section g's rounds: the median of g<i>_A / g<i>_B.
+gpaired() {  # gpaired A B -> "median (r1, r2, r3)"
+  local rs=() r
+  for i in 1 2 3; do
+    r="$(ratio "g${i}_$1" "g${i}_$2")"
+    [ "$r" != n/a ] && rs+=("$r")
+  done
+  [ ${#rs[@]} -eq 0 ] && { echo "n/a"; return; }
+  printf '%s\n' "${rs[@]}" | sort -g | awk '{ v[NR] = $1 } END { printf "%s", v[int((NR + 1) / 2)] }'
+  printf ' (rounds: %s)' "$(IFS=,; echo "${rs[*]}" | sed 's/,/, /g')"
+}
+g_check="$(gpaired check_redis_c50.per_sec check_memory_c50.per_sec)"
+g_redis_cpu="$(gpaired check_redis_c50.redis_us_per_decision ref_P16.cpu_us_per_call)"
+g_rls_cpu_mem="$(gpaired rls_memory_d1_c50.server_us check_memory_c50.server_us)"
+g_rls_cpu_redis="$(gpaired rls_redis_d1_c50.server_us check_redis_c50.server_us)"
+g_h2_mem="$(gpaired rls_memory_h2load_c50.per_sec check_memory_c50.per_sec)"
+g_h2_redis="$(gpaired rls_redis_h2load_c50.per_sec check_redis_c50.per_sec)"
 lib50_vs_p16="$(ratio lib_async_50.per_sec rb_ref_c50_P16.per_sec)"
 pair_tput="$(paired lib_50.per_sec ref_P16.per_sec)"
 pair_p50="$(paired lib_1.p50_us ref_c1.p50_us)"
@@ -127,6 +144,21 @@ $( [ "$quick" = 1 ] && echo "
 | (same, Redis) | $(f rls_redis_d1_c50.p99_us) us / $(f rls_redis_d3_c50.p99_us) us | | $(verdict "${F[rls_redis_d1_c50.p99_us]:-n/a}" "<=" 5000) / $(verdict "${F[rls_redis_d3_c50.p99_us]:-n/a}" "<=" 5000) |
 | ShouldRateLimit p99 under 5 ms at 50 streams, open loop at 10000 calls/s, memory (one descriptor; latency from each call's scheduled time) | $(f rls_memory_d1_c50_open10000.p99_us) us at $(k rls_memory_d1_c50_open10000.per_sec)/s of $(k rls_memory_d1_c50_open10000.rate)/s, $(f rls_memory_d1_c50_open10000.late) late | | $(open_verdict rls_memory_d1_c50_open10000 5000) |
 | (same, Redis) | $(f rls_redis_d1_c50_open10000.p99_us) us at $(k rls_redis_d1_c50_open10000.per_sec)/s of $(k rls_redis_d1_c50_open10000.rate)/s, $(f rls_redis_d1_c50_open10000.late) late | | $(open_verdict rls_redis_d1_c50_open10000 5000) |
+
+## Targets (issue 32: one async path, section g)
+
+Two sluiced with their default settings, one on memory and one on Redis, measured in three
+alternating rounds; each ratio is the median of the rounds' ratios (the rounds in brackets).
+
+| Target | Ratio | Verdict |
+|---|---|---|
+| sluiced \`/v1/check\` on Redis >= 0.7x sluiced on memory (wrk -t2 -c50, 10k keys) | ${g_check%% *}x ${g_check#* } | $(verdict "${g_check%% *}" ">=" 0.7) |
+| Redis CPU per decision through sluiced <= 0.5x the seed script's under redis-benchmark -c 50 -P 16 | ${g_redis_cpu%% *}x ${g_redis_cpu#* } | $(verdict "${g_redis_cpu%% *}" "<=" 0.5) |
+| ShouldRateLimit: sluiced's CPU per call <= 1.25x a \`/v1/check\` deciding the same limit, memory | ${g_rls_cpu_mem%% *}x ${g_rls_cpu_mem#* } | $(verdict "${g_rls_cpu_mem%% *}" "<=" 1.25) |
+| (same, Redis) | ${g_rls_cpu_redis%% *}x ${g_rls_cpu_redis#* } | $(verdict "${g_rls_cpu_redis%% *}" "<=" 1.25) |
+| ShouldRateLimit calls/s under h2load (2 connections x 25 streams) >= 0.8x wrk's \`/v1/check\`, memory | ${g_h2_mem%% *}x ${g_h2_mem#* } | $(verdict "${g_h2_mem%% *}" ">=" 0.8) |
+| (same, Redis) | ${g_h2_redis%% *}x ${g_h2_redis#* } | $(verdict "${g_h2_redis%% *}" ">=" 0.8) |
+| The library (50 \`async_check\` chains, default options) >= 2x redis-benchmark -c 50 -P 16 EVALSHA of the seed script (section b's rounds) | ${pair_tput%% *}x ${pair_tput#* } | $(verdict "${pair_tput%% *}" ">=" 2) |
 
 ![throughput and p99 against concurrency](bench/concurrency.svg)
 
