@@ -43,18 +43,6 @@ bool still_blocked(std::optional<limit_state>& s, std::int64_t now_us) noexcept 
   return false;
 }
 
-// One unit of what the policy counts, in its parameters' units.
-std::int64_t unit_of(const limit_params& p) noexcept {
-  switch (p.algo) {
-    case algorithm::token_bucket:
-      return micro_tokens_per_token;
-    case algorithm::gcra:
-      return p.a;
-    default:
-      return 1;
-  }
-}
-
 limit_status status(const limit_params& p, const std::optional<limit_state>& state,
                     std::int64_t now_us) {
   std::optional<limit_state> s = state;

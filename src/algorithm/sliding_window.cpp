@@ -30,6 +30,11 @@ const std::vector<log_entry> no_log;
 
 limit_outcome sliding_window_decide(const limit_params& p, std::optional<limit_state>& s,
                                     std::int64_t now_ms) {
+  return sliding_window_lease(p, s, now_ms, now_ms);
+}
+
+limit_outcome sliding_window_lease(const limit_params& p, std::optional<limit_state>& s,
+                                   std::int64_t now_ms, std::int64_t stamp_ms) {
   const auto& log = s ? s->log : no_log;
   const std::size_t first = first_live(p, log, now_ms);
   const std::int64_t total = total_from(log, first);
@@ -38,7 +43,7 @@ limit_outcome sliding_window_decide(const limit_params& p, std::optional<limit_s
     limit_state next;
     next.log.assign(log.begin() + static_cast<std::ptrdiff_t>(first), log.end());
     // A clock that went back still appends in order (at the newest time seen).
-    const std::int64_t ts = next.log.empty() ? now_ms : std::max(now_ms, next.log.back().ts_ms);
+    const std::int64_t ts = next.log.empty() ? stamp_ms : std::max(stamp_ms, next.log.back().ts_ms);
     if (!next.log.empty() && next.log.back().ts_ms == ts) {
       next.log.back().n += p.cost;
     } else {
@@ -78,8 +83,7 @@ void sliding_window_adjust(const limit_params& p, std::optional<limit_state>& s,
                            std::int64_t now_ms, bool refund) {
   const auto& log = s ? s->log : no_log;
   limit_state next;
-  next.log.assign(log.begin() + static_cast<std::ptrdiff_t>(first_live(p, log, now_ms)),
-                  log.end());
+  next.log.assign(log.begin() + static_cast<std::ptrdiff_t>(first_live(p, log, now_ms)), log.end());
   auto& live = next.log;
   if (refund) {
     // The newest entries are the ones the spending wrote.
