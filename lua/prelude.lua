@@ -169,8 +169,9 @@ end
 -- One decision on state x, y, z at now_us. Returns allowed (0|1), remaining whole units,
 -- retry_after_ms, reset_after_ms, and, when allowed, the state to store (its x, y, z; kept
 -- for reset_after_ms, sluice_ttl says how long). With `peek`, remaining and reset_after_ms
--- describe the state as it is and nothing is to be stored.
-local function sluice_decide(algo, x, y, z, a, b, cost, now_us, peek)
+-- describe the state as it is and nothing is to be stored. With `stamp` (ms, sliding_window
+-- only), what is admitted is logged at that time rather than now (a lease: lua/lease.lua).
+local function sluice_decide(algo, x, y, z, a, b, cost, now_us, peek, stamp)
   if x == 'b' then
     if now_us < y then
       local left = math.ceil((y - now_us) / 1000)
@@ -257,7 +258,7 @@ local function sluice_decide(algo, x, y, z, a, b, cost, now_us, peek)
     if peek then
       return 1, math.max(0, a - total), 0, #live > 0 and live[#live - 1] + b - now or 0
     end
-    local ts = now
+    local ts = stamp or now
     if #live > 0 and live[#live - 1] > ts then
       ts = live[#live - 1]
     end

@@ -16,5 +16,7 @@ extern const lua_script lua_decide_multi;
 extern const lua_script lua_decide_batch;
 /// Gives back tokens spent by an earlier slot group of a cross-slot multi-key decision.
 extern const lua_script lua_refund;
+/// Quota leases: a lease of up to N units, or the return of units not spent.
+extern const lua_script lua_lease;
 
 }  // namespace sluice::detail

@@ -4,15 +4,18 @@
 // limit_decide / limit_decide_all with the same now; every reply field, the stored value
 // and the key's expiry must match.
 #include <cstdio>
+#include <limits>
 #include <random>
 
 #include <gtest/gtest.h>
 
 #include <sluice/error.hpp>
 
+#include "algorithm/lease.hpp"
 #include "algorithm/limit.hpp"
 #include "algorithm/token_bucket.hpp"
 #include "redis/decide_command.hpp"
+#include "redis/scripts.hpp"
 #include "support/redis_client.hpp"
 #include "support/redis_server.hpp"
 #include "support/test_seed.hpp"
@@ -524,6 +527,131 @@ TEST(RedisScriptTest, SingleAndBatchScriptsAgreeOnEveryStoredValue) {
   }
   EXPECT_GE(decided, 5);
   EXPECT_GE(refused, 8);
+}
+
+// lua/lease.lua against limit_lease / limit_lease_return: random histories of leases by
+// four instances and returns of what they were granted, the clock jumping as above, the
+// policy changing; every reply field, the stored value, the key's expiry and how many
+// instances the script counted as asking must match.
+TEST(RedisScriptTest, LeaseLuaMatchesCppOnRandomHistories) {
+  test::redis_server redis;
+  test::redis_client c(redis.port());
+  const std::uint64_t seed = test::test_seed(20261210);
+  SCOPED_TRACE(test::seed_trace(seed));
+  std::mt19937_64 rng(seed);
+  int leases = 0, granted = 0, denied = 0, returns = 0;
+  struct held {
+    std::int64_t units, at_ms;
+  };
+  for (int history = 0; history < 60; ++history) {
+    const std::string key = "lease:" + std::to_string(history);
+    const std::string askers_key = "{" + key + "}:askers";
+    tracked t;
+    std::vector<std::int64_t> last_ask(4, std::numeric_limits<std::int64_t>::min() / 2);  // none
+    std::vector<held> out;  // grants not given back yet
+    std::int64_t now = 1'700'000'000'000 + std::uniform_int_distribution<std::int64_t>(0, 1e9)(rng);
+    policy pol = random_policy(rng);
+    const std::int64_t ttl = 1 + static_cast<std::int64_t>(rng() % 3000);  // a policy's lease_ttl
+    for (int step = 0; step < 120; ++step) {
+      SCOPED_TRACE("history " + std::to_string(history) + " step " + std::to_string(step) + " " +
+                   std::string(to_string(pol.algorithm)) + " stored " +
+                   (t.state ? stored_form(t.algo, *t.state) : std::string("none")));
+      now += random_step(rng) / 4;
+      if (rng() % 25 == 0) {
+        pol = random_policy(rng);
+        out.clear();
+      }
+      auto p = random_params(rng, pol, 6);
+      auto next = t.for_algo(p.algo);
+      const bool is_return = !out.empty() && rng() % 3 == 0;
+      const std::string code = std::to_string(static_cast<int>(p.algo) + 8 * (is_return ? 7 : 6));
+      std::vector<std::string> args{"EVAL",
+                                    std::string(detail::lua_lease.source),
+                                    "2",
+                                    key,
+                                    askers_key,
+                                    code,
+                                    std::to_string(p.a),
+                                    std::to_string(p.b),
+                                    std::to_string(p.cost)};
+      detail::limit_outcome cpp;
+      std::int64_t cpp_granted = 0, cpp_valid = 0, cpp_at = 0;
+      bool write = false;
+      std::int64_t ttl_ms = 0;
+      if (is_return) {
+        ++returns;
+        const std::size_t i = rng() % out.size();
+        const held h = out[i];
+        out.erase(out.begin() + static_cast<std::ptrdiff_t>(i));
+        const auto units = std::uniform_int_distribution<std::int64_t>(0, h.units)(rng);
+        const auto r = detail::limit_lease_return(p, units, h.at_ms, next, now * 1000);
+        cpp = r.outcome;
+        write = r.write;
+        ttl_ms = r.ttl_ms;
+        for (auto v : {units, h.at_ms, std::int64_t{0}, now}) args.push_back(std::to_string(v));
+      } else {
+        ++leases;
+        const int who = static_cast<int>(rng() % 4);
+        const std::int64_t want = 1 + static_cast<std::int64_t>(rng() % (2 * limit_of(pol)));
+        // As the script keeps them: asks older than a ttl are dropped, then this one added.
+        const std::int64_t forgotten = std::numeric_limits<std::int64_t>::min() / 2;
+        for (auto& at : last_ask) at = at < now - ttl ? forgotten : at;
+        last_ask[who] = now;
+        std::int64_t askers = 0;
+        for (const auto at : last_ask) askers += at != forgotten ? 1 : 0;
+        const auto g = detail::limit_lease(p, {want, askers, ttl}, next, now * 1000);
+        cpp = g.outcome;
+        cpp_granted = g.granted;
+        cpp_valid = g.valid_ms;
+        cpp_at = g.at_ms;
+        write = g.granted > 0;
+        ttl_ms = g.ttl_ms;
+        if (g.granted > 0) out.push_back({g.granted, g.at_ms});
+        (g.granted > 0 ? granted : denied) += 1;
+        for (auto v : {want, ttl, std::int64_t{who}, now}) args.push_back(std::to_string(v));
+      }
+      std::string cmds;
+      const std::vector<std::string_view> views(args.begin(), args.end());
+      redis::append_command(cmds, views.data(), views.size());
+      redis::append_command(cmds, {"PTTL", key});
+      redis::append_command(cmds, {"PERSIST", key});
+      redis::append_command(cmds, {"PERSIST", askers_key});
+      redis::append_command(cmds, {"GET", key});
+      const auto replies = c.transaction(cmds, 5);
+      std::string call;
+      for (std::size_t i = 5; i < args.size(); ++i) call += " " + args[i];
+      SCOPED_TRACE("ARGV" + call);
+      const redisReply& r = *replies->element[0];
+      ASSERT_EQ(r.type, REDIS_REPLY_ARRAY) << redis::reply_text(r);
+      ASSERT_EQ(r.elements, 7u);
+      const auto field = [&](std::size_t i) { return r.element[i]->integer; };
+      EXPECT_EQ(field(0), cpp.allowed ? 1 : 0);
+      EXPECT_EQ(field(1), cpp.remaining);
+      EXPECT_EQ(field(2), cpp.retry_after_ms);
+      EXPECT_EQ(field(3), cpp.reset_after_ms);
+      EXPECT_EQ(field(4), cpp_granted);
+      EXPECT_EQ(field(5), is_return ? 0 : cpp_valid);
+      EXPECT_EQ(field(6), cpp_at);
+      if (write) {
+        t = {std::move(next), p.algo};
+        if (t.state) {
+          const long long pttl = replies->element[1]->integer;
+          ASSERT_LE(pttl, expected_px(p.algo, ttl_ms));
+          ASSERT_GE(pttl, expected_px(p.algo, ttl_ms) - 1000);
+        }
+      }
+      const redisReply& stored = *replies->element[4];
+      if (t.state) {
+        ASSERT_EQ(redis::reply_text(stored), stored_form(t.algo, *t.state));
+      } else {
+        ASSERT_EQ(stored.type, REDIS_REPLY_NIL);
+      }
+    }
+  }
+  std::printf("%d leases: %d granted, %d denied; %d returns\n", leases, granted, denied, returns);
+  EXPECT_GT(granted, leases / 10);
+  EXPECT_GT(denied, leases / 20);
+  EXPECT_GT(returns, leases / 10);
 }
 
 }  // namespace
