@@ -18,5 +18,7 @@ extern const lua_script lua_decide_batch;
 extern const lua_script lua_refund;
 /// Quota leases: a lease of up to N units, or the return of units not spent.
 extern const lua_script lua_lease;
+/// Concurrency limits: acquire, release or renew a slot.
+extern const lua_script lua_slots;
 
 }  // namespace sluice::detail

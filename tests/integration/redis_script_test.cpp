@@ -3,6 +3,7 @@
 // changing) are replayed through the scripts with the test-only "now" argument and through
 // limit_decide / limit_decide_all with the same now; every reply field, the stored value
 // and the key's expiry must match.
+#include <algorithm>
 #include <cstdio>
 #include <limits>
 #include <random>
@@ -13,6 +14,7 @@
 
 #include "algorithm/lease.hpp"
 #include "algorithm/limit.hpp"
+#include "algorithm/slots.hpp"
 #include "algorithm/token_bucket.hpp"
 #include "redis/decide_command.hpp"
 #include "redis/scripts.hpp"
@@ -652,6 +654,89 @@ TEST(RedisScriptTest, LeaseLuaMatchesCppOnRandomHistories) {
   EXPECT_GT(granted, leases / 10);
   EXPECT_GT(denied, leases / 20);
   EXPECT_GT(returns, leases / 10);
+}
+
+// lua/slots.lua against slots_acquire / slots_release / slots_renew: random histories of
+// eight slot ids acquiring, releasing and renewing under a limit that changes, the clock
+// jumping as above; every reply field, the holders and the key's expiry must match.
+TEST(RedisScriptTest, SlotsLuaMatchesCppOnRandomHistories) {
+  test::redis_server redis;
+  test::redis_client c(redis.port());
+  const std::uint64_t seed = test::test_seed(20261211);
+  SCOPED_TRACE(test::seed_trace(seed));
+  std::mt19937_64 rng(seed);
+  std::vector<detail::slot_id> ids;
+  for (int i = 0; i < 8; ++i) ids.push_back({rng(), rng()});
+  int acquired = 0, refused = 0, released = 0, renewed = 0, missed = 0;
+  for (int history = 0; history < 40; ++history) {
+    const std::string key = "slots:" + std::to_string(history);
+    detail::slot_table t;
+    std::int64_t now = 1'700'000'000'000 + std::uniform_int_distribution<std::int64_t>(0, 1e9)(rng);
+    std::int64_t limit = 1 + static_cast<std::int64_t>(rng() % 5);
+    const std::int64_t ttl = 1 + static_cast<std::int64_t>(rng() % 2000);
+    for (int step = 0; step < 150; ++step) {
+      SCOPED_TRACE("history " + std::to_string(history) + " step " + std::to_string(step));
+      now += random_step(rng) / 8;
+      if (rng() % 20 == 0) limit = 1 + static_cast<std::int64_t>(rng() % 5);
+      const auto& id = ids[rng() % ids.size()];
+      const int op = static_cast<int>(rng() % 3);
+      detail::slot_outcome cpp;
+      switch (op) {
+        case 0:
+          cpp = detail::slots_acquire(t, id, limit, ttl, now);
+          (cpp.held ? acquired : refused) += 1;
+          break;
+        case 1:
+          cpp = detail::slots_release(t, id, now);
+          (cpp.held ? released : missed) += 1;
+          break;
+        default:
+          cpp = detail::slots_renew(t, id, ttl, now);
+          (cpp.held ? renewed : missed) += 1;
+          break;
+      }
+      std::string cmds;
+      redis::append_command(
+          cmds, {"EVAL", detail::lua_slots.source, "1", key, std::to_string(op), detail::to_hex(id),
+                 std::to_string(limit), std::to_string(ttl), std::to_string(now)});
+      redis::append_command(cmds, {"PTTL", key});
+      redis::append_command(cmds, {"PERSIST", key});
+      redis::append_command(cmds, {"ZRANGE", key, "0", "-1", "WITHSCORES"});
+      const auto replies = c.transaction(cmds, 4);
+      const redisReply& r = *replies->element[0];
+      ASSERT_EQ(r.type, REDIS_REPLY_ARRAY) << redis::reply_text(r);
+      ASSERT_EQ(r.elements, 4u);
+      EXPECT_EQ(r.element[0]->integer, cpp.held ? 1 : 0) << "op " << op;
+      EXPECT_EQ(r.element[1]->integer, cpp.in_flight);
+      EXPECT_EQ(r.element[2]->integer, cpp.retry_after_ms);
+      EXPECT_EQ(r.element[3]->integer, cpp.expires_in_ms);
+      auto holders = t.holders;
+      std::sort(holders.begin(), holders.end(), [](const auto& x, const auto& y) {
+        return std::pair(x.ends_ms, detail::to_hex(x.id)) <
+               std::pair(y.ends_ms, detail::to_hex(y.id));
+      });
+      const redisReply& z = *replies->element[3];
+      ASSERT_EQ(z.elements, 2 * holders.size());
+      std::int64_t last_end = 0;
+      for (std::size_t i = 0; i < holders.size(); ++i) {
+        EXPECT_EQ(redis::reply_text(*z.element[2 * i]), detail::to_hex(holders[i].id));
+        EXPECT_EQ(std::stoll(std::string(redis::reply_text(*z.element[2 * i + 1]))),
+                  holders[i].ends_ms);
+        last_end = std::max(last_end, holders[i].ends_ms);
+      }
+      // The key lives until the last lease ends (at least: a release leaves it as it was).
+      if (cpp.expires_in_ms > 0) {
+        EXPECT_LE(replies->element[1]->integer, last_end - now);
+        EXPECT_GE(replies->element[1]->integer, last_end - now - 1000);
+      }
+    }
+  }
+  std::printf("%d acquired, %d refused, %d released, %d renewed, %d missed\n", acquired, refused,
+              released, renewed, missed);
+  EXPECT_GT(refused, 100);
+  EXPECT_GT(released, 100);
+  EXPECT_GT(renewed, 100);
+  EXPECT_GT(missed, 100);
 }
 
 }  // namespace
