@@ -97,6 +97,10 @@ if(TARGET sluiced)
           COMPONENT daemon EXCLUDE_FROM_ALL)
   install(FILES ${sluice_packaging}/sluiced.sysusers DESTINATION ${CMAKE_INSTALL_LIBDIR}/sysusers.d
           RENAME sluiced.conf COMPONENT daemon EXCLUDE_FROM_ALL)
+  # Prometheus alerting rules and a Grafana dashboard, as they are tested (docs/monitoring.md).
+  install(FILES ${sluice_packaging}/monitoring/sluice-alerts.yml
+                ${sluice_packaging}/monitoring/sluice-dashboard.json
+          DESTINATION ${CMAKE_INSTALL_DATADIR}/sluice COMPONENT daemon)
   sluice_package_docs(daemon sluiced)
 endif()
 

@@ -244,35 +244,35 @@ metrics::metrics() : registry_(std::make_shared<prometheus::Registry>()) {
           .Help("Admin endpoint calls (reset, refund, penalize, block) by endpoint and outcome")
           .Register(r),
       prometheus::BuildCounter()
-          .Name("ratelimit_service_rate_limit_total_hits")
+          .Name("ratelimit_service_rate_limit_total_hits_total")
           .Help("Envoy RLS: hits of each matched limit, by domain and descriptor")
           .Register(r),
       prometheus::BuildCounter()
-          .Name("ratelimit_service_rate_limit_over_limit")
+          .Name("ratelimit_service_rate_limit_over_limit_total")
           .Help("Envoy RLS: hits over the limit, by domain and descriptor")
           .Register(r),
       prometheus::BuildCounter()
-          .Name("ratelimit_service_rate_limit_near_limit")
+          .Name("ratelimit_service_rate_limit_near_limit_total")
           .Help("Envoy RLS: hits within the limit past 80 % of it, by domain and descriptor")
           .Register(r),
       prometheus::BuildCounter()
-          .Name("ratelimit_service_rate_limit_within_limit")
+          .Name("ratelimit_service_rate_limit_within_limit_total")
           .Help("Envoy RLS: hits within the limit, by domain and descriptor")
           .Register(r),
       prometheus::BuildCounter()
-          .Name("ratelimit_service_rate_limit_shadow_mode")
+          .Name("ratelimit_service_rate_limit_shadow_mode_total")
           .Help("Envoy RLS: hits a shadow-mode limit would have denied, by domain and descriptor")
           .Register(r),
       prometheus::BuildCounter()
-          .Name("ratelimit_service_global_shadow_mode")
+          .Name("ratelimit_service_global_shadow_mode_total")
           .Help("Envoy RLS: calls over the limit answered OK because of envoy_rls.shadow_mode")
           .Register(r),
       prometheus::BuildCounter()
-          .Name("ratelimit_service_call_should_rate_limit_redis_error")
+          .Name("ratelimit_service_call_should_rate_limit_redis_error_total")
           .Help("Envoy RLS: calls answered UNAVAILABLE because the backend failed, by domain")
           .Register(r),
       prometheus::BuildCounter()
-          .Name("ratelimit_service_call_should_rate_limit_service_error")
+          .Name("ratelimit_service_call_should_rate_limit_service_error_total")
           .Help("Envoy RLS: calls refused as invalid (e.g. an empty domain), by domain")
           .Register(r),
       prometheus::BuildCounter()

@@ -301,13 +301,13 @@ TEST(EnvoyRlsTest, ShadowModeDecidesCountsAndNeverDenies) {
   EXPECT_EQ(mixed.at("response").at("overall_code"), "OK");
   const auto text = http_request(d.sluiced().port(), "GET", "/metrics").body;
   EXPECT_TRUE(has_line(
-      text, R"(ratelimit_service_rate_limit_shadow_mode{descriptor="edge.watch",domain="edge"} 3)"))
+      text, R"(ratelimit_service_rate_limit_shadow_mode_total{descriptor="edge.watch",domain="edge"} 3)"))
       << text;
   EXPECT_TRUE(has_line(
-      text, R"(ratelimit_service_rate_limit_total_hits{descriptor="edge.watch",domain="edge"} 4)"));
+      text, R"(ratelimit_service_rate_limit_total_hits_total{descriptor="edge.watch",domain="edge"} 4)"));
   EXPECT_TRUE(has_line(
       text,
-      R"(ratelimit_service_rate_limit_within_limit{descriptor="edge.watch",domain="edge"} 1)"));
+      R"(ratelimit_service_rate_limit_within_limit_total{descriptor="edge.watch",domain="edge"} 1)"));
 }
 
 TEST(EnvoyRlsTest, RedisDownAnswersUnavailableWithinTheTimeout) {
@@ -331,7 +331,7 @@ TEST(EnvoyRlsTest, RedisDownAnswersUnavailableWithinTheTimeout) {
     EXPECT_EQ(o.at("response").at("overall_code"), "OK");
   }
   const auto text = http_request(d.sluiced().port(), "GET", "/metrics").body;
-  EXPECT_NE(text.find(R"(ratelimit_service_call_should_rate_limit_redis_error{domain="edge"} 5)"),
+  EXPECT_NE(text.find(R"(ratelimit_service_call_should_rate_limit_redis_error_total{domain="edge"} 5)"),
             std::string::npos)
       << text;
   redis.start();
@@ -461,14 +461,14 @@ TEST(EnvoyRlsTest, GlobalShadowModeAnswersOkButDecidesAndCounts) {
   EXPECT_EQ(j.status, 200);
   EXPECT_EQ(json::parse(j.body).at("overallCode"), "OK");
   const auto text = http_request(port, "GET", "/metrics").body;
-  EXPECT_TRUE(has_line(text, "ratelimit_service_global_shadow_mode 2")) << text;
+  EXPECT_TRUE(has_line(text, "ratelimit_service_global_shadow_mode_total 2")) << text;
   EXPECT_TRUE(has_line(
       text,
-      R"(ratelimit_service_rate_limit_shadow_mode{descriptor="edge.plan_free",domain="edge"} 2)"))
+      R"(ratelimit_service_rate_limit_shadow_mode_total{descriptor="edge.plan_free",domain="edge"} 2)"))
       << text;
   EXPECT_TRUE(has_line(
       text,
-      R"(ratelimit_service_rate_limit_over_limit{descriptor="edge.plan_free",domain="edge"} 2)"));
+      R"(ratelimit_service_rate_limit_over_limit_total{descriptor="edge.plan_free",domain="edge"} 2)"));
 }
 
 // The headers as a client of Envoy sees them: response_headers_to_add, decoded by

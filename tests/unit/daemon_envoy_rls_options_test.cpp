@@ -248,9 +248,9 @@ TEST(DaemonEnvoyRlsOptionsTest, ShadowModeAnswersOkWhereOverAndCountsAsEver) {
 
   const auto text = test::call_service(svc, ioc, "GET", "/metrics", "10.0.0.1", {}, "").body();
   for (const char* line :
-       {"ratelimit_service_global_shadow_mode 1",
-        R"(ratelimit_service_rate_limit_over_limit{descriptor="edge.plan_free",domain="edge"} 1)",
-        R"(ratelimit_service_rate_limit_shadow_mode{descriptor="edge.plan_free",domain="edge"} 1)",
+       {"ratelimit_service_global_shadow_mode_total 1",
+        R"(ratelimit_service_rate_limit_over_limit_total{descriptor="edge.plan_free",domain="edge"} 1)",
+        R"(ratelimit_service_rate_limit_shadow_mode_total{descriptor="edge.plan_free",domain="edge"} 1)",
         R"(sluice_rls_calls_total{code="ok",transport="json"} 3)"}) {
     EXPECT_NE(text.find(std::string(line) + "\n"), std::string::npos) << line << "\n" << text;
   }
@@ -326,9 +326,9 @@ TEST(DaemonEnvoyRlsOptionsTest, MaxMetricSeriesBoundsDescriptorSeriesFromRequest
   const auto text = test::call_service(svc, ioc, "GET", "/metrics", "10.0.0.1", {}, "").body();
   for (
       const char* line :
-      {R"(ratelimit_service_rate_limit_total_hits{descriptor="edge.tenant_a\\x00\\x1b",domain="edge"} 1)",
-       R"(ratelimit_service_rate_limit_total_hits{descriptor="edge.tenant_v0",domain="edge"} 1)",
-       R"(ratelimit_service_rate_limit_total_hits{descriptor="__overflow__",domain="edge"} 19)",
+      {R"(ratelimit_service_rate_limit_total_hits_total{descriptor="edge.tenant_a\\x00\\x1b",domain="edge"} 1)",
+       R"(ratelimit_service_rate_limit_total_hits_total{descriptor="edge.tenant_v0",domain="edge"} 1)",
+       R"(ratelimit_service_rate_limit_total_hits_total{descriptor="__overflow__",domain="edge"} 19)",
        R"(sluice_metric_series_dropped_total{family="rls_descriptor"} 19)"}) {
     EXPECT_NE(text.find(std::string(line) + "\n"), std::string::npos) << line << "\n" << text;
   }

@@ -236,10 +236,10 @@ TEST(DaemonEnvoyRlsTest, JsonDecidesAllOrNothingPeeksAndCounts) {
 
   const auto text = test::call_service(svc, ioc, "GET", "/metrics", "10.0.0.1", {}, "").body();
   for (const char* line :
-       {R"(ratelimit_service_rate_limit_total_hits{descriptor="edge.tenant",domain="edge"} 3)",
-        R"(ratelimit_service_rate_limit_within_limit{descriptor="edge.tenant",domain="edge"} 3)",
-        R"(ratelimit_service_rate_limit_over_limit{descriptor="edge.plan_free",domain="edge"} 1)",
-        R"(ratelimit_service_rate_limit_shadow_mode{descriptor="edge.watch",domain="edge"} 1)",
+       {R"(ratelimit_service_rate_limit_total_hits_total{descriptor="edge.tenant",domain="edge"} 3)",
+        R"(ratelimit_service_rate_limit_within_limit_total{descriptor="edge.tenant",domain="edge"} 3)",
+        R"(ratelimit_service_rate_limit_over_limit_total{descriptor="edge.plan_free",domain="edge"} 1)",
+        R"(ratelimit_service_rate_limit_shadow_mode_total{descriptor="edge.watch",domain="edge"} 1)",
         R"(sluice_rls_calls_total{code="over_limit",transport="json"} 1)",
         R"(sluice_http_requests_total{code="429",endpoint="json"} 1)"}) {
     EXPECT_NE(text.find(std::string(line) + "\n"), std::string::npos) << line << "\n" << text;

@@ -31,17 +31,17 @@ TEST(DaemonMetricsTest, NewDescriptorsPastTheCapGoToTheOverflowSeries) {
   // A series made before the cap keeps counting.
   m.rls_descriptor("d", "d.key_v0", 2, true, 0, false);
   const auto t = m.serialize();
-  EXPECT_EQ(count_lines_starting(t, "ratelimit_service_rate_limit_total_hits{"), 4u) << t;
+  EXPECT_EQ(count_lines_starting(t, "ratelimit_service_rate_limit_total_hits_total{"), 4u) << t;
   EXPECT_NE(
-      t.find(R"(ratelimit_service_rate_limit_total_hits{descriptor="__overflow__",domain="d"} 7)"),
+      t.find(R"(ratelimit_service_rate_limit_total_hits_total{descriptor="__overflow__",domain="d"} 7)"),
       std::string::npos)
       << t;
   EXPECT_NE(
-      t.find(R"(ratelimit_service_rate_limit_total_hits{descriptor="d.key_v0",domain="d"} 3)"),
+      t.find(R"(ratelimit_service_rate_limit_total_hits_total{descriptor="d.key_v0",domain="d"} 3)"),
       std::string::npos)
       << t;
   EXPECT_NE(
-      t.find(R"(ratelimit_service_rate_limit_over_limit{descriptor="d.key_v0",domain="d"} 2)"),
+      t.find(R"(ratelimit_service_rate_limit_over_limit_total{descriptor="d.key_v0",domain="d"} 2)"),
       std::string::npos)
       << t;
   EXPECT_NE(t.find(R"(sluice_metric_series_dropped_total{family="rls_descriptor"} 7)"),
@@ -60,7 +60,7 @@ TEST(DaemonMetricsTest, ScrapeSizeIsBoundedByTheCap) {
   const auto t = m.serialize();
   // Only the counts' digits grew.
   EXPECT_LT(t.size(), at_cap + 100) << t.size() << " vs " << at_cap;
-  EXPECT_EQ(count_lines_starting(t, "ratelimit_service_rate_limit_total_hits{"), 101u);
+  EXPECT_EQ(count_lines_starting(t, "ratelimit_service_rate_limit_total_hits_total{"), 101u);
 }
 
 TEST(DaemonMetricsTest, LabelValuesArePrintableUtf8) {
