@@ -57,7 +57,6 @@ redis::connection_config make_config(const redis_options& o, const redis_url& u,
   c.handshake_replies += 3;
   c.connect_timeout = o.connect_timeout;
   c.command_timeout = o.command_timeout;
-  c.max_in_flight = o.max_in_flight;
   c.backoff_min = o.reconnect_backoff_min;
   c.backoff_max = o.reconnect_backoff_max;
   c.name = c.tls.context ? "sluice redis (TLS)" : "sluice redis";
@@ -170,8 +169,8 @@ class redis_backend final : public redis::engine_backend<redis::standalone_backe
     for (std::size_t i = 0; i < items.size(); ++i) {
       c->keys.push_back({c->full_keys[i], detail::to_limit_params(items[i].policy, items[i].cost)});
     }
-    const redis::script_exec how{.deadline = std::chrono::steady_clock::now() + command_timeout_};
-    redis::exec_script(conn_, how, multi_call{std::move(c), std::move(handler)});
+    batcher_->submit_call(std::chrono::steady_clock::now() + command_timeout_,
+                          multi_call{std::move(c), std::move(handler)});
   }
 
  private:

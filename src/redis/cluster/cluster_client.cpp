@@ -112,7 +112,6 @@ cluster_stats cluster_client::stats() const {
   cluster_stats s;
   s.moved = moved_.load(std::memory_order_relaxed);
   s.ask = ask_.load(std::memory_order_relaxed);
-  s.noscript = noscript_.load(std::memory_order_relaxed);
   s.refreshes = refreshes_.load(std::memory_order_relaxed);
   s.refresh_failures = refresh_failures_.load(std::memory_order_relaxed);
   s.cross_slot = cross_slot_.load(std::memory_order_relaxed);
@@ -140,7 +139,6 @@ cluster_client::node_link cluster_client::link_for(const node_address& node) {
     c.handshake_replies = handshake_replies_;
     c.connect_timeout = options_.connect_timeout;
     c.command_timeout = options_.command_timeout;
-    c.max_in_flight = options_.max_in_flight;
     c.backoff_min = options_.reconnect_backoff_min;
     c.backoff_max = options_.reconnect_backoff_max;
     c.name = "sluice cluster " + node.to_string();
@@ -240,7 +238,7 @@ void cluster_client::route(const std::shared_ptr<op>& o) {
     r = routing_;  // null once stopped: the seed path below then refuses the call
   }
   node_address node;
-  std::shared_ptr<connection> conn;  // an op goes straight to the connection, not the batcher
+  std::shared_ptr<decision_batcher> queue;  // the node's one queue of script calls
   if (r && r->map) {
     const slot_range* range = r->map->range_of(slot);
     if (!range) {
@@ -250,32 +248,27 @@ void cluster_client::route(const std::shared_ptr<op>& o) {
       return;
     }
     node = range->master;
-    conn = r->owners[static_cast<std::size_t>(range - r->map->ranges().data())].conn;
+    queue = r->owners[static_cast<std::size_t>(range - r->map->ranges().data())].batcher;
   } else {
     // No map yet: any seed answers, with MOVED if the slot is elsewhere.
     const auto& seed =
         url_.seeds[next_seed_.fetch_add(1, std::memory_order_relaxed) % url_.seeds.size()];
     node = {seed.host, seed.port};
-    conn = link_for(node).conn;
+    queue = link_for(node).batcher;
     request_refresh();
   }
-  if (!conn) {
+  if (!queue) {
     finish(o, make_error_code(errc::backend_shutting_down));
     return;
   }
-  // From the I/O thread (a cross-slot call's next group, or its refunds) straight into the
-  // connection's queue: a refund is then queued before the call it belongs to completes, so
-  // the caller's next check on that node comes after it.
-  const auto from =
-      io_.get_executor().running_in_this_thread() ? send_from::io_thread : send_from::any_thread;
-  send(o, node, conn, from, false);
+  // The node's queue is FIFO and nothing passes an opaque call in it: a refund queued from
+  // a completion is sent before the caller's next check on that node.
+  send(o, node, queue, false);
 }
 
 void cluster_client::send(const std::shared_ptr<op>& o, const node_address& node,
-                          const std::shared_ptr<connection>& conn, send_from from, bool asking) {
-  const script_exec how{
-      .deadline = o->deadline, .from = from, .replies = asking ? 2u : 1u, .noscript = &noscript_};
-  exec_script(conn, how, attempt{shared_from_this(), o, node, asking});
+                          const std::shared_ptr<decision_batcher>& queue, bool asking) {
+  queue->submit_call(o->deadline, attempt{shared_from_this(), o, node, asking}, asking ? 2u : 1u);
 }
 
 void cluster_client::on_reply(const std::shared_ptr<op>& o, const node_address& node,
@@ -353,12 +346,12 @@ void cluster_client::retry(const std::shared_ptr<op>& o, const node_address& nod
     finish(o, make_error_code(errc::backend_timeout));
     return;
   }
-  auto conn = link_for(node).conn;
-  if (!conn) {
+  auto queue = link_for(node).batcher;
+  if (!queue) {
     finish(o, make_error_code(errc::backend_shutting_down));
     return;
   }
-  send(o, node, conn, send_from::io_thread, asking);
+  send(o, node, queue, asking);
 }
 
 void cluster_client::finish(const std::shared_ptr<op>& o, std::error_code ec, const decision& d) {
@@ -454,8 +447,9 @@ void cluster_client::refresh_from(std::shared_ptr<std::vector<node_address>> can
   }
   std::string command;
   append_command(command, {"CLUSTER", "SLOTS"});
-  conn->async_exec(std::move(command), [self = shared_from_this(), candidates, i](
-                                           std::error_code ec, reply_ptr reply) {
+  // Control traffic: the connection's own small path, beside the script calls' queue.
+  conn->async_control(std::move(command), [self = shared_from_this(), candidates, i](
+                                              std::error_code ec, reply_ptr reply) {
     if (!ec && reply) {
       std::string why;
       auto map = parse_cluster_slots(*reply, (*candidates)[i].host, &why);

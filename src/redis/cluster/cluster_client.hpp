@@ -2,17 +2,18 @@
 // Routing token-bucket decisions over a Redis Cluster: a map of per-node connections
 // (redis::connection, one auto-pipelined connection per node) plus the slot map.
 //
-// A decision goes to the master of its key's slot. A single-key decision goes through that
-// node's decision_batcher first, so decisions on one slot (hash-tagged keys) that arrive
-// while the node is busy share one script call, as on a standalone Redis. Redirections are
-// followed inside the client, as redis-plus-plus does: MOVED refreshes the map and retries
-// on the new owner, ASK retries on the importing node with ASKING sent just before (one
-// request on that connection, so nothing slips in between), NOSCRIPT re-sends the script as
-// EVAL (script_exec.hpp, under the same ASKING). Any I/O error, timeout or CLUSTERDOWN also
-// refreshes the map, which is how a promoted replica takes over after a master fails.
-// Attempts are bounded (max_redirects) and every decision completes by its deadline
-// (command_timeout from the call): every attempt carries it to its connection, which fails
-// the request there.
+// A decision goes to the master of its key's slot, through that node's decision_batcher, the
+// node's one queue of script calls: single-key decisions on one slot (hash-tagged keys) that
+// arrive while the node is busy share one script call, as on a standalone Redis, and every
+// other script call (multi-key, refunds, the redirections followed) is a request of the same
+// queue, admitted once. CLUSTER SLOTS is control traffic (connection::async_control). Redirections
+// are followed inside the client, as redis-plus-plus does: MOVED refreshes the map and retries on
+// the new owner, ASK retries on the importing node with ASKING sent just before (one request on
+// that connection, so nothing slips in between), NOSCRIPT re-sends the script as EVAL
+// (script_exec.hpp, under the same ASKING). Any I/O error, timeout or CLUSTERDOWN also refreshes
+// the map, which is how a promoted replica takes over after a master fails. Attempts are bounded
+// (max_redirects) and every decision completes by its deadline (command_timeout from the call):
+// every attempt carries it to its connection, which fails the request there.
 //
 // Thread-safety: submit() from any thread; everything else runs on the io_context's
 // single thread.
@@ -107,7 +108,8 @@ class cluster_client : public std::enable_shared_from_this<cluster_client> {
   using clock = std::chrono::steady_clock;
   struct op;
   struct attempt;
-  // One node: its connection, and the batcher its single-key decisions go through first.
+  // One node: its connection, and its one queue of script calls (single-key decisions,
+  // batched, and every other script call: multi-key, refunds, redirections followed).
   struct node_link {
     std::shared_ptr<connection> conn;
     std::shared_ptr<decision_batcher> batcher;
@@ -125,8 +127,9 @@ class cluster_client : public std::enable_shared_from_this<cluster_client> {
   void follow(const node_address& node, std::string full_key, const detail::limit_params& params,
               std::uint64_t limit, clock::time_point deadline, decide_handler handler,
               const reply_ptr& reply);
+  // One attempt of `o` through `queue`, the node's one queue of script calls.
   void send(const std::shared_ptr<op>& o, const node_address& node,
-            const std::shared_ptr<connection>& conn, send_from from, bool asking);
+            const std::shared_ptr<decision_batcher>& queue, bool asking);
   void on_reply(const std::shared_ptr<op>& o, const node_address& node, std::error_code ec,
                 reply_ptr reply);
   // Follows a reply that sends `o` elsewhere or ends it (MOVED, ASK, NOSCRIPT, a transient
@@ -165,7 +168,7 @@ class cluster_client : public std::enable_shared_from_this<cluster_client> {
   boost::asio::steady_timer refresh_timer_;
   bool refresh_timer_armed_ = false;
 
-  std::atomic<std::uint64_t> moved_{0}, ask_{0}, noscript_{0}, refreshes_{0}, refresh_failures_{0},
+  std::atomic<std::uint64_t> moved_{0}, ask_{0}, refreshes_{0}, refresh_failures_{0},
       cross_slot_{0}, refunds_{0}, refund_failures_{0};
 };
 

@@ -172,8 +172,8 @@ class sentinel_core : public std::enable_shared_from_this<sentinel_core> {
     }
     std::string cmd;
     redis::append_command(cmd, {"SENTINEL", "get-master-addr-by-name", url_.master_name});
-    sentinels_[i]->async_exec(std::move(cmd), [self = shared_from_this(), i](std::error_code ec,
-                                                                             redis::reply_ptr r) {
+    sentinels_[i]->async_control(std::move(cmd), [self = shared_from_this(), i](
+                                                     std::error_code ec, redis::reply_ptr r) {
       master_address a;
       if (!ec && r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
           r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING) {
