@@ -315,9 +315,9 @@ void connection::on_tcp_connected() {
 void connection::on_connected() {
   // The handshake doubles as a health check: a server that accepts but does not answer
   // (stopped, a black hole) fails here within connect_timeout instead of serving.
-  write_buffer_ = config_.handshake;
+  write_buffer_ = config_.handshake.commands;
   append_command(write_buffer_, {"PING"});
-  pipeline_.begin_handshake(config_.handshake_replies + 1);
+  pipeline_.begin_handshake(config_.handshake.replies + 1);
   writing_ = true;
   with_stream([&](auto& stream) {
     asio::async_write(stream, asio::buffer(write_buffer_),

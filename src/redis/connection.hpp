@@ -46,6 +46,7 @@
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "redis/handshake.hpp"
 #include "redis/link_lifecycle.hpp"
 #include "redis/request_pipeline.hpp"
 #include "redis/resp.hpp"
@@ -56,10 +57,9 @@ namespace sluice::redis {
 struct connection_config {
   std::string host = "127.0.0.1";
   std::uint16_t port = 6379;
-  /// Formatted commands sent first on every connection (AUTH, SELECT, SCRIPT LOAD...);
-  /// an error reply to any of them fails the attempt. A PING is always added.
-  std::string handshake;
-  std::size_t handshake_replies = 0;
+  /// Sent first on every connection (make_handshake: AUTH, SELECT, SCRIPT LOAD); an error
+  /// reply to any of it fails the attempt. A PING is always added.
+  redis::handshake handshake;
   std::chrono::milliseconds connect_timeout{250};  ///< connect + handshake
   std::chrono::milliseconds command_timeout{50};   ///< from submission to reply
   /// Control requests (async_control) pending at once; script calls are bounded by the

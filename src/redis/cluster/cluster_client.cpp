@@ -11,7 +11,6 @@
 #include "redis/cluster/key_slot.hpp"
 #include "redis/engine/script_exec.hpp"
 #include "redis/reply_action.hpp"
-#include "redis/scripts.hpp"
 
 namespace sluice::redis::cluster {
 namespace asio = boost::asio;
@@ -69,23 +68,13 @@ struct cluster_client::attempt {
 
 cluster_client::cluster_client(asio::io_context& io, const redis_options& options,
                                const redis_cluster_url& url, tls_config tls)
-    : io_(io), options_(options), url_(url), tls_(std::move(tls)), refresh_timer_(io) {
-  if (!url_.password.empty()) {
-    if (url_.user.empty()) {
-      append_command(handshake_, {"AUTH", url_.password});
-    } else {
-      append_command(handshake_, {"AUTH", url_.user, url_.password});
-    }
-    ++handshake_replies_;
-  }
-  // Every node gets the script when its connection comes up, so EVALSHA works on a
-  // promoted replica or a restarted node at once; NOSCRIPT is still handled per call.
-  append_command(handshake_, {"SCRIPT", "LOAD", detail::lua_decide.source});
-  append_command(handshake_, {"SCRIPT", "LOAD", detail::lua_decide_multi.source});
-  append_command(handshake_, {"SCRIPT", "LOAD", detail::lua_decide_batch.source});
-  append_command(handshake_, {"SCRIPT", "LOAD", detail::lua_refund.source});
-  handshake_replies_ += 4;
-}
+    : io_(io),
+      options_(options),
+      url_(url),
+      tls_(std::move(tls)),
+      // A cluster has no databases: AUTH and the scripts, on every node.
+      handshake_(make_handshake({.user = url_.user, .password = url_.password})),
+      refresh_timer_(io) {}
 
 void cluster_client::start() {
   for (const auto& s : url_.seeds) link_for({s.host, s.port});
@@ -136,7 +125,6 @@ cluster_client::node_link cluster_client::link_for(const node_address& node) {
     c.host = node.host;
     c.port = node.port;
     c.handshake = handshake_;
-    c.handshake_replies = handshake_replies_;
     c.connect_timeout = options_.connect_timeout;
     c.command_timeout = options_.command_timeout;
     c.backoff_min = options_.reconnect_backoff_min;

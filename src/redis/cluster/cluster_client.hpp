@@ -39,6 +39,7 @@
 #include "redis/decide_command.hpp"
 #include "redis/decision_batcher.hpp"
 #include "redis/engine/script_exec.hpp"
+#include "redis/handshake.hpp"
 
 namespace sluice::redis::cluster {
 
@@ -150,8 +151,7 @@ class cluster_client : public std::enable_shared_from_this<cluster_client> {
   const redis_options options_;
   const redis_cluster_url url_;
   const tls_config tls_;
-  std::string handshake_;
-  std::size_t handshake_replies_ = 0;
+  const handshake handshake_;  // every node's
 
   mutable std::mutex mu_;  // guards routing_, nodes_, stopped_
   std::shared_ptr<const routing> routing_;

@@ -24,6 +24,7 @@
 #include "redis/connection.hpp"
 #include "redis/engine/io_runner.hpp"
 #include "redis/engine/options.hpp"
+#include "redis/handshake.hpp"
 #include "redis/resp.hpp"
 #include "redis/standalone_backend.hpp"
 #include "redis/tls.hpp"
@@ -70,14 +71,9 @@ class sentinel_core : public std::enable_shared_from_this<sentinel_core> {
       c.backoff_max = options_.reconnect_backoff_max;
       c.name = "sluice sentinel " + s.host + ":" + std::to_string(s.port);
       c.tls = tls_;
-      if (!url_.sentinel_password.empty()) {
-        if (url_.sentinel_user.empty()) {
-          redis::append_command(c.handshake, {"AUTH", url_.sentinel_password});
-        } else {
-          redis::append_command(c.handshake, {"AUTH", url_.sentinel_user, url_.sentinel_password});
-        }
-        c.handshake_replies = 1;
-      }
+      c.handshake = redis::make_handshake({.role = redis::handshake_role::sentinel,
+                                           .user = url_.sentinel_user,
+                                           .password = url_.sentinel_password});
       auto conn = std::make_shared<redis::connection>(io, std::move(c));
       conn->start();
       sentinels_.push_back(std::move(conn));
