@@ -29,9 +29,9 @@ struct cluster_client::op {
     decide_all_handler handler;
   };
   std::unique_ptr<multi_call> multi;
-  clock::time_point deadline;
-  int redirects = 0;
+  op_fsm fsm;  // its deadline and redirections
   std::atomic<bool> done{false};
+  explicit op(clock::time_point deadline) : fsm(deadline) {}
 };
 
 // One attempt of an op on one node, for script_exec.hpp (which re-sends it as EVAL on
@@ -170,12 +170,11 @@ void cluster_client::submit(std::string full_key, const detail::limit_params& pa
     return;
   }
   // No map yet, or no master for the slot: route() asks a seed, or fails and looks again.
-  auto o = std::make_shared<op>();
+  auto o = std::make_shared<op>(clock::now() + options_.command_timeout);
   o->key = std::move(full_key);
   o->params = params;
   o->limit = limit;
   o->handler = std::move(handler);
-  o->deadline = clock::now() + options_.command_timeout;
   route(o);
 }
 
@@ -183,29 +182,19 @@ void cluster_client::follow(const node_address& node, std::string full_key,
                             const detail::limit_params& params, std::uint64_t limit,
                             clock::time_point deadline, decide_handler handler,
                             const reply_ptr& reply) {
-  auto o = std::make_shared<op>();
+  auto o = std::make_shared<op>(deadline);
   o->key = std::move(full_key);
   o->params = params;
   o->limit = limit;
   o->handler = std::move(handler);
-  o->deadline = deadline;
-  if (classify_reply(*reply).what == reply_action::kind::retry_later) {
-    // A call of several decisions on a slot in migration, with some of their keys moved
-    // already, meets TRYAGAIN: alone, each is answered (or sent on with ASK). A lone
-    // decision that meets a transient error comes back here the same way, and ends on its
-    // second one (on_reply).
-    retry(o, node, false);
-    return;
-  }
-  // The batcher hands back only replies that send a decision elsewhere.
-  if (!redirected(o, node, *reply)) finish(o, make_error_code(errc::backend_protocol_error));
+  apply(o, o->fsm.on_handed_back(*reply, node, clock::now()));
 }
 
 void cluster_client::submit_multi(multi_kind kind, std::vector<std::string> full_keys,
                                   std::vector<detail::limit_params> params,
                                   std::vector<std::uint64_t> capacities,
                                   decide_all_handler handler) {
-  auto o = std::make_shared<op>();
+  auto o = std::make_shared<op>(clock::now() + options_.command_timeout);
   o->multi = std::make_unique<op::multi_call>();
   o->key = full_keys.empty() ? std::string() : full_keys.front();
   o->multi->kind = kind;
@@ -213,7 +202,6 @@ void cluster_client::submit_multi(multi_kind kind, std::vector<std::string> full
   o->multi->params = std::move(params);
   o->multi->capacities = std::move(capacities);
   o->multi->handler = std::move(handler);
-  o->deadline = clock::now() + options_.command_timeout;
   if (kind == multi_kind::refund) refunds_.fetch_add(1, std::memory_order_relaxed);
   route(o);
 }
@@ -256,20 +244,15 @@ void cluster_client::route(const std::shared_ptr<op>& o) {
 
 void cluster_client::send(const std::shared_ptr<op>& o, const node_address& node,
                           const std::shared_ptr<decision_batcher>& queue, bool asking) {
-  queue->submit_call(o->deadline, attempt{shared_from_this(), o, node, asking}, asking ? 2u : 1u);
+  queue->submit_call(o->fsm.deadline(), attempt{shared_from_this(), o, node, asking},
+                     asking ? 2u : 1u);
 }
 
 void cluster_client::on_reply(const std::shared_ptr<op>& o, const node_address& node,
                               std::error_code ec, reply_ptr reply) {
   if (o->done.load(std::memory_order_acquire)) return;  // timed out meanwhile
-  if (ec) {
-    // The node is down, stuck or gone: the map may be stale (a failover). This call fails
-    // now (the limiter applies the failure mode); later ones use the new map.
-    if (ec != errc::backend_shutting_down) request_refresh();
-    finish(o, ec);
-    return;
-  }
-  if (redirected(o, node, *reply)) return;
+  auto step = o->fsm.on_reply(ec, reply.get(), node, clock::now());
+  if (step.what != op_step::kind::decode) return apply(o, std::move(step));
   if (o->multi) {
     std::vector<decision> ds;
     if (o->multi->kind == multi_kind::decide) {
@@ -286,60 +269,31 @@ void cluster_client::on_reply(const std::shared_ptr<op>& o, const node_address& 
   finish(o, ec, d);
 }
 
-bool cluster_client::redirected(const std::shared_ptr<op>& o, const node_address& node,
-                                const redisReply& reply) {
-  auto action = classify_reply(reply);
-  switch (action.what) {
-    case reply_action::kind::moved:
-    case reply_action::kind::ask: {
-      node_address target = std::move(action.redirect.target);
-      if (target.host.empty()) target.host = node.host;
-      if (action.what == reply_action::kind::moved) {
-        moved_.fetch_add(1, std::memory_order_relaxed);
-        request_refresh();
-        retry(o, target, false);
-      } else {
-        ask_.fetch_add(1, std::memory_order_relaxed);
-        retry(o, target, true);
+void cluster_client::apply(const std::shared_ptr<op>& o, op_step s) {
+  if (s.moved) moved_.fetch_add(1, std::memory_order_relaxed);
+  if (s.ask) ask_.fetch_add(1, std::memory_order_relaxed);
+  if (s.refresh) request_refresh();
+  switch (s.what) {
+    case op_step::kind::retry: {
+      auto queue = link_for(s.target).batcher;
+      if (!queue) {
+        finish(o, make_error_code(errc::backend_shutting_down));
+        return;
       }
-      return true;
+      send(o, s.target, queue, s.asking);
+      return;
     }
-    case reply_action::kind::resend_as_eval:
-      // NOSCRIPT even to the source (script_exec.hpp sent it once): a script error.
-      finish(o, make_error_code(errc::backend_script_error));
-      return true;
-    case reply_action::kind::retry_later:
-    case reply_action::kind::rediscover_master:
-      // The cluster is reconfiguring (a demoted master says READONLY): not this script's
-      // fault, and the map may be stale.
-      request_refresh();
-      finish(o, make_error_code(errc::backend_unavailable));
-      return true;
-    case reply_action::kind::done:
-    case reply_action::kind::failed:
-      break;
+    case op_step::kind::fail:
+      if (o->fsm.redirects() > max_redirects) {
+        sluice::detail::logf(sluice::log_level::debug,
+                             "sluice cluster: giving up on {} after {} redirections", o->key,
+                             max_redirects);
+      }
+      finish(o, s.ec);
+      return;
+    case op_step::kind::decode:
+      break;  // on_reply decodes
   }
-  return false;  // the caller's decoder reads a result or reports the script error
-}
-
-void cluster_client::retry(const std::shared_ptr<op>& o, const node_address& node, bool asking) {
-  if (++o->redirects > max_redirects) {
-    sluice::detail::logf(sluice::log_level::debug,
-                         "sluice cluster: giving up on {} after {} redirections", o->key,
-                         max_redirects);
-    finish(o, make_error_code(errc::backend_unavailable));
-    return;
-  }
-  if (clock::now() >= o->deadline) {
-    finish(o, make_error_code(errc::backend_timeout));
-    return;
-  }
-  auto queue = link_for(node).batcher;
-  if (!queue) {
-    finish(o, make_error_code(errc::backend_shutting_down));
-    return;
-  }
-  send(o, node, queue, asking);
 }
 
 void cluster_client::finish(const std::shared_ptr<op>& o, std::error_code ec, const decision& d) {
@@ -376,24 +330,27 @@ void cluster_client::start_refresh() {
     std::lock_guard lock(mu_);
     if (stopped_) return;
   }
-  if (refreshing_) {
-    refresh_again_ = true;
-    return;
+  run_refresh(refresh_.request(clock::now()));
+}
+
+void cluster_client::run_refresh(refresh_fsm::step next) {
+  switch (next.what) {
+    case refresh_fsm::step::kind::nothing:
+      return;
+    case refresh_fsm::step::kind::wait:
+      refresh_timer_.expires_at(next.at);
+      refresh_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+        if (ec) return;  // stopped
+        {
+          std::lock_guard lock(self->mu_);
+          if (self->stopped_) return;
+        }
+        self->run_refresh(self->refresh_.on_wakeup(clock::now()));
+      });
+      return;
+    case refresh_fsm::step::kind::start:
+      break;
   }
-  if (refresh_timer_armed_) return;  // one is scheduled already
-  const auto now = clock::now();
-  const auto earliest = last_refresh_ + std::max(refresh_min_interval, refresh_backoff_);
-  if (last_refresh_ != clock::time_point{} && now < earliest) {
-    refresh_timer_armed_ = true;
-    refresh_timer_.expires_at(earliest);
-    refresh_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
-      self->refresh_timer_armed_ = false;
-      if (!ec) self->start_refresh();
-    });
-    return;
-  }
-  refreshing_ = true;
-  last_refresh_ = now;
 
   // Ask nodes that are up first, then the rest of the map (masters, then replicas), then
   // the seeds: any node knows the whole layout.
@@ -456,31 +413,22 @@ void cluster_client::refresh_from(std::shared_ptr<std::vector<node_address>> can
 }
 
 void cluster_client::refresh_done(bool ok) {
-  refreshing_ = false;
+  const auto end = refresh_.on_round_done(ok);
   {
     std::lock_guard lock(mu_);
     if (stopped_) return;
   }
   if (ok) {
     refreshes_.fetch_add(1, std::memory_order_relaxed);
-    refresh_backoff_ = std::chrono::milliseconds{0};
   } else {
-    if (refresh_failures_.fetch_add(1, std::memory_order_relaxed) == 0 ||
-        refresh_backoff_ == std::chrono::milliseconds{0}) {
+    refresh_failures_.fetch_add(1, std::memory_order_relaxed);
+    if (end.warn) {
       sluice::detail::logf(
           sluice::log_level::warn,
           "sluice cluster: no node answered CLUSTER SLOTS; retrying in the background");
     }
-    refresh_backoff_ = refresh_backoff_.count() == 0
-                           ? refresh_min_interval
-                           : std::min(refresh_backoff_ * 2, refresh_retry_max);
   }
-  // A failed round is retried on its own (no caller may be asking: an idle limiter whose
-  // cluster is down still notices when it comes back).
-  if (refresh_again_ || !ok) {
-    refresh_again_ = false;
-    start_refresh();
-  }
+  if (end.start_again) run_refresh(refresh_.request(clock::now()));
 }
 
 void cluster_client::install(slot_map map) {

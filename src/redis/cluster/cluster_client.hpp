@@ -15,6 +15,9 @@
 // (max_redirects) and every decision completes by its deadline (command_timeout from the call):
 // every attempt carries it to its connection, which fails the request there.
 //
+// What to do with a reply (decode, follow, fail, refresh) and when to fetch the slot map
+// again are cluster_fsm.hpp's (no I/O, unit-tested); this class does the I/O around them.
+//
 // Thread-safety: submit() from any thread; everything else runs on the io_context's
 // single thread.
 #include <atomic>
@@ -34,6 +37,7 @@
 #include <sluice/redis_cluster.hpp>
 
 #include "algorithm/limit.hpp"
+#include "redis/cluster/cluster_fsm.hpp"
 #include "redis/cluster/slot_map.hpp"
 #include "redis/connection.hpp"
 #include "redis/decide_command.hpp"
@@ -42,13 +46,6 @@
 #include "redis/handshake.hpp"
 
 namespace sluice::redis::cluster {
-
-/// Redirections (MOVED, ASK) one decision may follow.
-inline constexpr int max_redirects = 5;
-/// Slot-map refreshes are at least this far apart, however many calls ask for one.
-inline constexpr std::chrono::milliseconds refresh_min_interval{100};
-/// While refreshes fail, they are retried with this backoff (doubling up to the max).
-inline constexpr std::chrono::milliseconds refresh_retry_max{1000};
 
 /// Counts for tests and metrics. Monotonic.
 struct cluster_stats {
@@ -133,16 +130,16 @@ class cluster_client : public std::enable_shared_from_this<cluster_client> {
             const std::shared_ptr<decision_batcher>& queue, bool asking);
   void on_reply(const std::shared_ptr<op>& o, const node_address& node, std::error_code ec,
                 reply_ptr reply);
-  // Follows a reply that sends `o` elsewhere or ends it (MOVED, ASK, NOSCRIPT, a transient
-  // cluster error); false for a reply to decode.
-  bool redirected(const std::shared_ptr<op>& o, const node_address& node, const redisReply& reply);
-  void retry(const std::shared_ptr<op>& o, const node_address& node, bool asking);
+  // Does what op_fsm said, short of decoding a reply: counts, refreshes, retries, fails.
+  void apply(const std::shared_ptr<op>& o, op_step s);
   void route(const std::shared_ptr<op>& o);
   void finish(const std::shared_ptr<op>& o, std::error_code ec, const decision& d = {});
   void finish_all(const std::shared_ptr<op>& o, std::error_code ec, std::vector<decision> ds);
 
   void request_refresh();
   void start_refresh();
+  // Does what refresh_fsm said: nothing, a wake-up, or a round.
+  void run_refresh(refresh_fsm::step next);
   void refresh_from(std::shared_ptr<std::vector<node_address>> candidates, std::size_t i);
   void refresh_done(bool ok);
   void install(slot_map map);
@@ -161,12 +158,8 @@ class cluster_client : public std::enable_shared_from_this<cluster_client> {
 
   // Refresh state: I/O thread only, except refresh_wanted_ (any thread).
   std::atomic<bool> refresh_wanted_{false};
-  bool refreshing_ = false;
-  bool refresh_again_ = false;
-  clock::time_point last_refresh_{};
-  std::chrono::milliseconds refresh_backoff_{0};
+  refresh_fsm refresh_;
   boost::asio::steady_timer refresh_timer_;
-  bool refresh_timer_armed_ = false;
 
   std::atomic<std::uint64_t> moved_{0}, ask_{0}, refreshes_{0}, refresh_failures_{0},
       cross_slot_{0}, refunds_{0}, refund_failures_{0};
