@@ -1,8 +1,8 @@
 #pragma once
 // One multiplexed, auto-pipelined connection to one Redis server, on Asio.
 //
-// Callers on any thread submit formatted commands; everything queued while a write is in
-// progress goes out in the next single write (automatic pipelining, no added delay: a lone
+// Requests are formatted commands (how they get here: below); everything queued while a
+// write is in progress goes out in the next single write (automatic pipelining, no added delay: a lone
 // request is written at once). Replies are matched FIFO. One timer, on the earliest
 // pending deadline, replaces a timer per request: it fires rarely and re-arms itself lazily.
 // What is queued, written and answered, and when a deadline or the connection runs out, is
