@@ -2,9 +2,10 @@
 // One multiplexed, auto-pipelined connection to one Redis server, on Asio.
 //
 // Requests are formatted commands (how they get here: below); everything queued while a
-// write is in progress goes out in the next single write (automatic pipelining, no added delay: a lone
-// request is written at once). Replies are matched FIFO. One timer, on the earliest
-// pending deadline, replaces a timer per request: it fires rarely and re-arms itself lazily.
+// write is in progress goes out in the next single write (automatic pipelining, no added
+// delay: a lone request is written at once). Replies are matched FIFO. One timer, on the
+// earliest pending deadline, replaces a timer per request: it fires rarely and re-arms
+// itself lazily.
 // What is queued, written and answered, and when a deadline or the connection runs out, is
 // request_pipeline.hpp's (no I/O, unit-tested); this class does the I/O around it.
 //
