@@ -7,6 +7,7 @@
 
 #include <boost/asio/post.hpp>
 
+#include "redis/batch_selection.hpp"
 #include "redis/cluster/key_slot.hpp"
 #include "redis/decide_command.hpp"
 #include "redis/engine/script_exec.hpp"
@@ -104,43 +105,9 @@ void decision_batcher::flush() {
 }
 
 decision_batcher::batch decision_batcher::take_batch() {
-  batch b;
-  if (waiting_.front().call) {  // an opaque call leaves alone
-    b.push_back(std::move(waiting_.front()));
-    waiting_.pop_front();
-    return b;
-  }
-  if (!options_.by_slot) {
-    const std::size_t n = std::min(waiting_.size(), options_.max_batch);
-    b.reserve(n);
-    while (b.size() < n && !waiting_.front().call) {
-      b.push_back(std::move(waiting_.front()));
-      waiting_.pop_front();
-    }
-    return b;
-  }
-  // Those on the oldest one's slot, looked for among the next few only: with keys spread
-  // over 16384 slots a longer search finds nothing more, and a decision that is passed over
-  // keeps its place.
-  constexpr std::size_t search = 256;
-  const std::uint16_t slot = waiting_.front().slot;
-  b.push_back(std::move(waiting_.front()));
-  waiting_.pop_front();
-  // Nothing is taken past an opaque call: it keeps its place before what came after it.
-  std::size_t end = 0;
-  while (end < std::min(waiting_.size(), search) && !waiting_[end].call) ++end;
-  std::size_t kept = 0;
-  for (std::size_t i = 0; i < end; ++i) {
-    if (waiting_[i].slot == slot && b.size() < options_.max_batch) {
-      b.push_back(std::move(waiting_[i]));
-    } else {
-      if (kept != i) waiting_[kept] = std::move(waiting_[i]);
-      ++kept;
-    }
-  }
-  waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(kept),
-                 waiting_.begin() + static_cast<std::ptrdiff_t>(end));
-  return b;
+  return redis::take_batch(
+      waiting_, options_.max_batch, options_.by_slot,
+      [](const pending& p) { return p.call != nullptr; }, [](const pending& p) { return p.slot; });
 }
 
 bool decision_batcher::reroutes(const reply_ptr& reply) const {

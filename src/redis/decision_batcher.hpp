@@ -166,9 +166,7 @@ class decision_batcher : public std::enable_shared_from_this<decision_batcher> {
   void send_batch(std::shared_ptr<batch> b);
   void send_opaque(pending p);
   void batch_done();
-  // Takes the next batch off waiting_ (under mu_): the oldest request and, when it is a
-  // decision, up to max_batch, the decisions after it that may share its call (never past an
-  // opaque call).
+  // Takes the next batch off waiting_ (under mu_): batch_selection.hpp's take_batch.
   batch take_batch();
   // Whether `reply` sends its call's decisions elsewhere: options_.reroute is set, and the
   // reply is a redirection or a transient cluster error.
