@@ -73,13 +73,7 @@ void connection::stop() {
   asio::post(io_, [self = shared_from_this()] { self->do_stop(); });
 }
 
-void connection::async_exec(std::string command, exec_handler handler, std::size_t replies) {
-  async_exec_until(clock::now() + config_.command_timeout, std::move(command), std::move(handler),
-                   replies);
-}
-
-void connection::async_exec_until(clock::time_point deadline, std::string command,
-                                  exec_handler handler, std::size_t replies) {
+void connection::async_control(std::string command, exec_handler handler) {
   // The circuit breaker: one atomic load while Redis is known to be down.
   switch (current_state()) {
     case state::down:
@@ -91,25 +85,31 @@ void connection::async_exec_until(clock::time_point deadline, std::string comman
     default:
       break;
   }
-  if (pending_.fetch_add(1, std::memory_order_relaxed) >= config_.max_in_flight) {
-    pending_.fetch_sub(1, std::memory_order_relaxed);
+  if (control_pending_.fetch_add(1, std::memory_order_relaxed) >= config_.max_control_in_flight) {
+    control_pending_.fetch_sub(1, std::memory_order_relaxed);
     handler(make_error_code(errc::backend_overloaded), nullptr);
     return;
   }
+  // Control traffic is rare: a wrapper that gives the bound back costs nothing that matters.
+  exec_handler done = [self = shared_from_this(), handler = std::move(handler)](std::error_code ec,
+                                                                                reply_ptr reply) {
+    self->control_pending_.fetch_sub(1, std::memory_order_relaxed);
+    handler(ec, std::move(reply));
+  };
   bool post = false;
   {
     std::unique_lock lock(mu_);
     if (stopped_) {
       lock.unlock();
-      pending_.fetch_sub(1, std::memory_order_relaxed);
-      handler(make_error_code(errc::backend_shutting_down), nullptr);
+      done(make_error_code(errc::backend_shutting_down), nullptr);
       return;
     }
+    pending_.fetch_add(1, std::memory_order_relaxed);
     submitted_.push_back(
-        {std::move(command), deadline, std::move(handler), std::max<std::size_t>(replies, 1)});
+        {std::move(command), clock::now() + config_.command_timeout, std::move(done), 1});
     post = !std::exchange(flush_posted_, true);
   }
-  // One posted flush serves everything submitted until it runs: that is the pipelining.
+  // One posted flush serves everything submitted until it runs.
   if (post) asio::post(io_, [self = shared_from_this()] { self->flush(); });
 }
 
@@ -315,9 +315,9 @@ void connection::on_tcp_connected() {
 void connection::on_connected() {
   // The handshake doubles as a health check: a server that accepts but does not answer
   // (stopped, a black hole) fails here within connect_timeout instead of serving.
-  write_buffer_ = config_.handshake;
+  write_buffer_ = config_.handshake.commands;
   append_command(write_buffer_, {"PING"});
-  pipeline_.begin_handshake(config_.handshake_replies + 1);
+  pipeline_.begin_handshake(config_.handshake.replies + 1);
   writing_ = true;
   with_stream([&](auto& stream) {
     asio::async_write(stream, asio::buffer(write_buffer_),

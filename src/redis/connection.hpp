@@ -1,10 +1,11 @@
 #pragma once
 // One multiplexed, auto-pipelined connection to one Redis server, on Asio.
 //
-// Callers on any thread submit formatted commands; everything queued while a write is in
-// progress goes out in the next single write (automatic pipelining, no added delay: a lone
-// request is written at once). Replies are matched FIFO. One timer, on the earliest
-// pending deadline, replaces a timer per request: it fires rarely and re-arms itself lazily.
+// Requests are formatted commands (how they get here: below); everything queued while a
+// write is in progress goes out in the next single write (automatic pipelining, no added
+// delay: a lone request is written at once). Replies are matched FIFO. One timer, on the
+// earliest pending deadline, replaces a timer per request: it fires rarely and re-arms
+// itself lazily.
 // What is queued, written and answered, and when a deadline or the connection runs out, is
 // request_pipeline.hpp's (no I/O, unit-tested); this class does the I/O around it.
 //
@@ -14,6 +15,12 @@
 // reconnect with exponential backoff and jitter (when, and in which state: link_lifecycle.hpp).
 // While it is known to be down, submissions fail at once with backend_unavailable (a circuit
 // breaker: microseconds per call, not a timeout each).
+//
+// Two ways in, each with its own admission: every script call comes through the
+// connection's one queue of script calls (decision_batcher.hpp: the breaker, the in-flight
+// bound and the deadline, once per request), which hands it to exec_on_io_thread from the
+// I/O thread; control traffic (CLUSTER SLOTS, SENTINEL queries) comes through async_control,
+// with a small bound of its own. The handshake is the connection's own (handshake.hpp).
 //
 // A request's deadline is its caller's: a decision that waited in the batcher
 // (decision_batcher.hpp), or a NOSCRIPT re-send, keeps the deadline it was given first, so
@@ -40,6 +47,7 @@
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "redis/handshake.hpp"
 #include "redis/link_lifecycle.hpp"
 #include "redis/request_pipeline.hpp"
 #include "redis/resp.hpp"
@@ -50,13 +58,14 @@ namespace sluice::redis {
 struct connection_config {
   std::string host = "127.0.0.1";
   std::uint16_t port = 6379;
-  /// Formatted commands sent first on every connection (AUTH, SELECT, SCRIPT LOAD...);
-  /// an error reply to any of them fails the attempt. A PING is always added.
-  std::string handshake;
-  std::size_t handshake_replies = 0;
+  /// Sent first on every connection (make_handshake: AUTH, SELECT, SCRIPT LOAD); an error
+  /// reply to any of it fails the attempt. A PING is always added.
+  redis::handshake handshake;
   std::chrono::milliseconds connect_timeout{250};  ///< connect + handshake
   std::chrono::milliseconds command_timeout{50};   ///< from submission to reply
-  std::size_t max_in_flight = 65536;
+  /// Control requests (async_control) pending at once; script calls are bounded by the
+  /// queue above the connection (decision_batcher), not here.
+  std::size_t max_control_in_flight = 64;
   std::chrono::milliseconds backoff_min{25};
   std::chrono::milliseconds backoff_max{1000};
   std::string name = "redis";  ///< for log lines
@@ -84,26 +93,29 @@ class connection : public std::enable_shared_from_this<connection> {
   /// reconnecting; handlers run on the I/O thread. Thread-safe, idempotent.
   void stop();
 
-  /// Sends one formatted command. `handler` runs exactly once: on the I/O thread, or inline
-  /// when the request is refused at once (down, overloaded, stopped). Errors:
-  /// backend_unavailable, backend_timeout, backend_overloaded, backend_protocol_error,
-  /// backend_shutting_down. Thread-safe.
+  /// The data path, the one way a script call reaches the socket (decision_batcher, the
+  /// connection's one queue of script calls, is its caller): for code that runs on this
+  /// connection's I/O thread, the request joins the write queue directly, with no lock and no
+  /// post, so a request is admitted (breaker, in-flight bound), queued, posted and given its
+  /// deadline once, by the queue above. The circuit breaker applies again here only as the
+  /// pipeline's fate of the request (down, stopped). `handler` runs exactly once: on the I/O
+  /// thread, or inline when the request is refused at once, or its deadline has passed
+  /// already. Errors: backend_unavailable, backend_timeout, backend_protocol_error,
+  /// backend_shutting_down.
   ///
   /// `command` may hold `replies` formatted commands that must go out back to back (Redis
   /// Cluster's ASKING before the command it applies to); `handler` gets the last reply and
   /// the earlier ones are dropped.
-  void async_exec(std::string command, exec_handler handler, std::size_t replies = 1);
-  /// async_exec with a deadline of the caller's instead of now + command_timeout.
-  void async_exec_until(std::chrono::steady_clock::time_point deadline, std::string command,
-                        exec_handler handler, std::size_t replies = 1);
-  /// async_exec_until for code that runs on this connection's I/O thread already (a
-  /// completion handler, a posted flush): the request joins the write queue directly, with
-  /// no lock and no post, so a caller that queues requests itself (decision_batcher) gives
-  /// each of them one queue, one post and one deadline. The circuit breaker applies; the
-  /// in-flight bound does not (the caller bounds what it queues). `handler` runs inline when
-  /// the request is refused at once, or its deadline has passed already.
   void exec_on_io_thread(std::chrono::steady_clock::time_point deadline, std::string command,
                          exec_handler handler, std::size_t replies = 1);
+
+  /// The control path (CLUSTER SLOTS, SENTINEL queries): one command from any thread, due
+  /// within the command timeout. Its own small bound (connection_config::max_control_in_flight)
+  /// and queue, so control traffic neither starves script calls nor is refused because of
+  /// them. `handler` runs exactly once: on the I/O thread, or inline when refused at once
+  /// (down, too many control requests, stopped). Errors as exec_on_io_thread, and
+  /// backend_overloaded. Thread-safe.
+  void async_control(std::string command, exec_handler handler);
 
   state current_state() const noexcept { return life_.state(); }
   /// Requests submitted and not yet completed (a load figure: read without a lock).
@@ -142,12 +154,13 @@ class connection : public std::enable_shared_from_this<connection> {
   std::string host_;    // I/O thread only: config_.host until retarget()
   std::uint16_t port_;  // I/O thread only
 
-  // Shared with submitting threads (under mu_).
+  // The control path's queue, shared with submitting threads (under mu_).
   std::mutex mu_;
   std::vector<request> submitted_;
   bool flush_posted_ = false;
   bool stopped_ = false;
-  std::atomic<std::size_t> pending_{0};  // submitted and not yet completed
+  std::atomic<std::size_t> control_pending_{0};  // control requests not yet completed
+  std::atomic<std::size_t> pending_{0};          // requests accepted and not yet completed
 
   // I/O thread only.
   boost::asio::ip::tcp::socket socket_;  // plain TCP (unused with TLS)

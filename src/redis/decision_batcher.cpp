@@ -7,6 +7,7 @@
 
 #include <boost/asio/post.hpp>
 
+#include "redis/batch_selection.hpp"
 #include "redis/cluster/key_slot.hpp"
 #include "redis/decide_command.hpp"
 #include "redis/engine/script_exec.hpp"
@@ -34,37 +35,42 @@ decision_batcher::decision_batcher(asio::io_context& io, std::shared_ptr<connect
 
 void decision_batcher::submit(std::string full_key, const detail::limit_params& params,
                               std::uint64_t limit, decide_handler handler) {
+  const std::uint16_t slot = options_.by_slot ? cluster::key_slot(full_key) : 0;
+  admit({std::move(full_key), params, limit, clock::now() + options_.command_timeout,
+         std::move(handler), slot, nullptr, 1});
+}
+
+void decision_batcher::admit(pending p) {
   // The connection's circuit breaker, before anything waits here.
   switch (conn_->current_state()) {
     case connection::state::down:
-      fail(handler, make_error_code(errc::backend_unavailable));
+      answer(p, make_error_code(errc::backend_unavailable));
       return;
     case connection::state::stopped:
-      handler(make_error_code(errc::backend_shutting_down), {});
+      answer(p, make_error_code(errc::backend_shutting_down));
       return;
     default:
       break;
   }
   // Counted from here to completion, waiting or sent: the bound a caller sees is on
-  // decisions, whatever batches they travel in.
+  // requests, whatever batches they travel in.
   if (accepted_.fetch_add(1, std::memory_order_relaxed) >= options_.max_accepted) {
     accepted_.fetch_sub(1, std::memory_order_relaxed);
-    fail(handler, make_error_code(errc::backend_overloaded));
+    answer(p, make_error_code(errc::backend_overloaded));
     return;
   }
   std::unique_lock lock(mu_);
   if (stopped_) {
     lock.unlock();
-    accepted_.fetch_sub(1, std::memory_order_relaxed);
-    handler(make_error_code(errc::backend_shutting_down), {});
+    finish(p, make_error_code(errc::backend_shutting_down));
     return;
   }
-  const std::uint16_t slot = options_.by_slot ? cluster::key_slot(full_key) : 0;
-  waiting_.push_back({std::move(full_key), params, limit, clock::now() + options_.command_timeout,
-                      std::move(handler), slot});
-  // While every batch slot is taken, the batch that completes next takes the waiting ones.
-  const bool post =
-      in_flight_ < options_.max_batches_in_flight && !std::exchange(flush_posted_, true);
+  const bool opaque = p.call != nullptr;
+  waiting_.push_back(std::move(p));
+  // While every batch slot is taken, the batch that completes next takes the waiting
+  // decisions. An opaque call takes no slot: it may leave as soon as it is first in line.
+  const bool post = (opaque || in_flight_ < options_.max_batches_in_flight) &&
+                    !std::exchange(flush_posted_, true);
   lock.unlock();
   if (post) asio::post(io_, [self = shared_from_this()] { self->flush(); });
 }
@@ -87,45 +93,21 @@ void decision_batcher::flush() {
     {
       std::lock_guard lock(mu_);
       flush_posted_ = false;
-      if (waiting_.empty() || in_flight_ >= options_.max_batches_in_flight) return;
+      if (waiting_.empty()) return;
+      if (!waiting_.front().call) {
+        if (in_flight_ >= options_.max_batches_in_flight) return;
+        ++in_flight_;
+      }
       b = take_batch();
-      ++in_flight_;
     }
     send(std::move(b));
   }
 }
 
 decision_batcher::batch decision_batcher::take_batch() {
-  batch b;
-  if (!options_.by_slot) {
-    const std::size_t n = std::min(waiting_.size(), options_.max_batch);
-    b.reserve(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      b.push_back(std::move(waiting_.front()));
-      waiting_.pop_front();
-    }
-    return b;
-  }
-  // Those on the oldest one's slot, looked for among the next few only: with keys spread
-  // over 16384 slots a longer search finds nothing more, and a decision that is passed over
-  // keeps its place.
-  constexpr std::size_t search = 256;
-  const std::uint16_t slot = waiting_.front().slot;
-  b.push_back(std::move(waiting_.front()));
-  waiting_.pop_front();
-  const std::size_t end = std::min(waiting_.size(), search);
-  std::size_t kept = 0;
-  for (std::size_t i = 0; i < end; ++i) {
-    if (waiting_[i].slot == slot && b.size() < options_.max_batch) {
-      b.push_back(std::move(waiting_[i]));
-    } else {
-      if (kept != i) waiting_[kept] = std::move(waiting_[i]);
-      ++kept;
-    }
-  }
-  waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(kept),
-                 waiting_.begin() + static_cast<std::ptrdiff_t>(end));
-  return b;
+  return redis::take_batch(
+      waiting_, options_.max_batch, options_.by_slot,
+      [](const pending& p) { return p.call != nullptr; }, [](const pending& p) { return p.slot; });
 }
 
 bool decision_batcher::reroutes(const reply_ptr& reply) const {
@@ -148,6 +130,7 @@ void decision_batcher::reroute(pending& p, const reply_ptr& reply) {
 }
 
 void decision_batcher::send(batch b) {
+  if (b.front().call) return send_opaque(std::move(b.front()));
   // A decision whose deadline passed while it waited is not worth Redis's time.
   const auto now = clock::now();
   std::size_t kept = 0;
@@ -215,18 +198,35 @@ struct decision_batcher::batch_call {
   }
 };
 
+// An opaque call completes as its caller says; the queue only gives back its bound (it took
+// no batch slot).
+struct decision_batcher::opaque_call {
+  std::shared_ptr<decision_batcher> self;
+  std::shared_ptr<queued_call> call;
+  void append(std::string& out, script_call how) const { call->append(out, how); }
+  void operator()(std::error_code ec, reply_ptr reply) {
+    self->accepted_.fetch_sub(1, std::memory_order_relaxed);
+    call->done(ec, std::move(reply));
+  }
+};
+
+void decision_batcher::send_opaque(pending p) {
+  // Past its deadline while it waited: not worth Redis's time either.
+  if (p.deadline <= clock::now()) return finish(p, make_error_code(errc::backend_timeout));
+  const script_exec how{.deadline = p.deadline, .replies = p.replies, .noscript = &noscript_};
+  exec_script(conn_, how, opaque_call{shared_from_this(), std::move(p.call)});
+}
+
 void decision_batcher::send_single(pending p) {
   count_call(1);
-  const script_exec how{
-      .deadline = p.deadline, .from = send_from::io_thread, .noscript = &noscript_};
+  const script_exec how{.deadline = p.deadline, .noscript = &noscript_};
   exec_script(conn_, how, single_call{shared_from_this(), std::move(p)});
 }
 
 void decision_batcher::send_batch(std::shared_ptr<batch> b) {
   count_call(b->size());
   // FIFO: the first decision waited longest, so its deadline is the batch's.
-  const script_exec how{
-      .deadline = b->front().deadline, .from = send_from::io_thread, .noscript = &noscript_};
+  const script_exec how{.deadline = b->front().deadline, .noscript = &noscript_};
   exec_script(conn_, how, batch_call{shared_from_this(), std::move(b)});
 }
 
@@ -251,6 +251,12 @@ void decision_batcher::complete(batch& b, std::error_code ec, const reply_ptr& r
 
 void decision_batcher::finish(pending& p, std::error_code ec, decision d) {
   accepted_.fetch_sub(1, std::memory_order_relaxed);
+  answer(p, ec, d);
+}
+
+void decision_batcher::answer(pending& p, std::error_code ec, decision d) const {
+  // An opaque call's caller sees its own errors (a Cluster client refreshes its map then).
+  if (p.call) return p.call->done(ec, nullptr);
   if (ec) return fail(p.handler, ec);
   p.handler(ec, d);
 }

@@ -19,10 +19,19 @@
 // ASK, TRYAGAIN...) hands each decision of the call back to the Cluster client
 // (batcher_options::reroute), which follows it on its own.
 //
-// This is the only queue a decision waits in: the batcher sends from the I/O thread straight
-// into the connection's write queue (connection::exec_on_io_thread), so a decision is locked,
-// queued and posted once, and its one deadline is the connection's too. The circuit breaker
-// and the in-flight bound are checked here, once.
+// It is the connection's one queue of script calls, and its one admission path: single-key
+// decisions, which it batches, and opaque script calls (submit_call: check_all's multi-key
+// call, a Cluster client's attempts, its refunds and the redirections it follows) wait in
+// the same FIFO and are counted against the same bound. An opaque call takes no batch slot:
+// it cannot share its call, so holding it back would only add delay; it leaves as soon as it
+// is first in line (and a run of them is pipelined, as before there was one queue).
+// It sends from the I/O thread straight into the connection's write queue
+// (connection::exec_on_io_thread), so a request is locked, queued and posted once, and its
+// one deadline is the connection's too. The circuit breaker and the in-flight bound are
+// checked here, once per request. An opaque call leaves alone, in its place: nothing queued
+// after it is sent before it (a Cluster refund reaches its node before the caller's next
+// check there). Control traffic (CLUSTER SLOTS, SENTINEL queries) does not come here: it has
+// the connection's small control path (connection::async_control).
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -83,14 +92,38 @@ class decision_batcher : public std::enable_shared_from_this<decision_batcher> {
   void submit(std::string full_key, const detail::limit_params& params, std::uint64_t limit,
               decide_handler handler);
 
+  /// Sends an opaque script call (script_exec.hpp's `Call`: append() and the completion)
+  /// through the same queue and bound as the decisions (it takes no batch slot), with the caller's
+  /// `deadline` and `replies` formatted commands (Cluster's ASKING before the script: 2). The
+  /// call's completion runs exactly once: on the I/O thread, or inline when refused at once (down,
+  /// too many accepted, stopped), with a null reply on an error. The NOSCRIPT re-send is
+  /// exec_script's. Thread-safe.
+  template <class Call>
+  void submit_call(std::chrono::steady_clock::time_point deadline, Call call,
+                   std::size_t replies = 1) {
+    struct erased final : queued_call {
+      explicit erased(Call c) : c(std::move(c)) {}
+      void append(std::string& out, script_call how) const override { c.append(out, how); }
+      void done(std::error_code ec, reply_ptr reply) override { c(ec, std::move(reply)); }
+      Call c;
+    };
+    pending p{};
+    p.deadline = deadline;
+    p.call = std::make_shared<erased>(std::move(call));
+    p.replies = replies;
+    admit(std::move(p));
+  }
+
   /// Fails every waiting decision with backend_shutting_down (on the I/O thread) and refuses
   /// new ones. Batches already sent complete as the connection completes them. Idempotent.
   void stop();
 
-  /// Decisions accepted and not yet completed, waiting or sent (a load figure, lock-free).
+  /// Requests (decisions and opaque calls) accepted and not yet completed, waiting or sent
+  /// (a load figure, lock-free).
   std::size_t accepted() const noexcept { return accepted_.load(std::memory_order_relaxed); }
 
-  /// Script calls sent (a batch once), the decisions they carried, NOSCRIPT answers.
+  /// Decisions' script calls sent (a batch once), the decisions they carried, NOSCRIPT
+  /// answers (to any call of this queue, opaque ones included).
   struct counters {
     std::uint64_t calls = 0;
     std::uint64_t decisions = 0;
@@ -103,6 +136,13 @@ class decision_batcher : public std::enable_shared_from_this<decision_batcher> {
 
  private:
   using clock = std::chrono::steady_clock;
+  // An opaque script call, type-erased (submit_call).
+  struct queued_call {
+    virtual ~queued_call() = default;
+    virtual void append(std::string& out, script_call how) const = 0;
+    virtual void done(std::error_code ec, reply_ptr reply) = 0;
+  };
+  // One request of the queue: a decision, or an opaque call (`call` set).
   struct pending {
     std::string full_key;
     detail::limit_params params;
@@ -110,18 +150,23 @@ class decision_batcher : public std::enable_shared_from_this<decision_batcher> {
     clock::time_point deadline;
     decide_handler handler;
     std::uint16_t slot = 0;  // by_slot only
+    std::shared_ptr<queued_call> call;
+    std::size_t replies = 1;  // call only
   };
   using batch = std::vector<pending>;
   struct single_call;  // the script calls of send_single and send_batch (script_exec.hpp)
   struct batch_call;
+  struct opaque_call;
 
+  // The admission path of every request: the breaker, the bound, the queue, the post.
+  void admit(pending p);
   void flush();
   void send(batch b);
   void send_single(pending p);
   void send_batch(std::shared_ptr<batch> b);
+  void send_opaque(pending p);
   void batch_done();
-  // Takes the next batch off waiting_ (under mu_): the oldest decision and, up to max_batch,
-  // those after it that may share its call.
+  // Takes the next batch off waiting_ (under mu_): batch_selection.hpp's take_batch.
   batch take_batch();
   // Whether `reply` sends its call's decisions elsewhere: options_.reroute is set, and the
   // reply is a redirection or a transient cluster error.
@@ -130,10 +175,12 @@ class decision_batcher : public std::enable_shared_from_this<decision_batcher> {
   void reroute(pending& p, const reply_ptr& reply);
   // Tells options_.on_failure of `ec` (not of shutting down), then answers `handler` with it.
   void fail(const decide_handler& handler, std::error_code ec) const;
+  // p's handler (or its call's completion), once; what it counts is the caller's.
+  void answer(pending& p, std::error_code ec, decision d = {}) const;
   static void append_batch_command(std::string& out, script_call call, const batch& b);
   // Every handler of `b` once: with `ec`, or each with its item of the reply.
   void complete(batch& b, std::error_code ec, const reply_ptr& reply);
-  // p's handler, once, and p no longer counts as accepted.
+  // answer(), and p no longer counts as accepted.
   void finish(pending& p, std::error_code ec, decision d = {});
 
   boost::asio::io_context& io_;

@@ -24,7 +24,7 @@
 #include "redis/engine/io_runner.hpp"
 #include "redis/engine/options.hpp"
 #include "redis/engine/script_exec.hpp"
-#include "redis/scripts.hpp"
+#include "redis/handshake.hpp"
 #include "redis/standalone_backend.hpp"
 #include "redis/tls.hpp"
 
@@ -37,27 +37,9 @@ redis::connection_config make_config(const redis_options& o, const redis_url& u,
   c.tls = std::move(tls);
   c.host = u.host;
   c.port = u.port;
-  if (!u.password.empty()) {
-    if (u.user.empty()) {
-      redis::append_command(c.handshake, {"AUTH", u.password});
-    } else {
-      redis::append_command(c.handshake, {"AUTH", u.user, u.password});
-    }
-    ++c.handshake_replies;
-  }
-  if (u.db != 0) {
-    redis::append_command(c.handshake, {"SELECT", std::to_string(u.db)});
-    ++c.handshake_replies;
-  }
-  // Loading the script on every connection makes EVALSHA work after a restart at once;
-  // NOSCRIPT (after SCRIPT FLUSH) is still handled per call.
-  redis::append_command(c.handshake, {"SCRIPT", "LOAD", detail::lua_decide.source});
-  redis::append_command(c.handshake, {"SCRIPT", "LOAD", detail::lua_decide_multi.source});
-  redis::append_command(c.handshake, {"SCRIPT", "LOAD", detail::lua_decide_batch.source});
-  c.handshake_replies += 3;
+  c.handshake = redis::make_handshake({.user = u.user, .password = u.password, .db = u.db});
   c.connect_timeout = o.connect_timeout;
   c.command_timeout = o.command_timeout;
-  c.max_in_flight = o.max_in_flight;
   c.backoff_min = o.reconnect_backoff_min;
   c.backoff_max = o.reconnect_backoff_max;
   c.name = c.tls.context ? "sluice redis (TLS)" : "sluice redis";
@@ -170,8 +152,8 @@ class redis_backend final : public redis::engine_backend<redis::standalone_backe
     for (std::size_t i = 0; i < items.size(); ++i) {
       c->keys.push_back({c->full_keys[i], detail::to_limit_params(items[i].policy, items[i].cost)});
     }
-    const redis::script_exec how{.deadline = std::chrono::steady_clock::now() + command_timeout_};
-    redis::exec_script(conn_, how, multi_call{std::move(c), std::move(handler)});
+    batcher_->submit_call(std::chrono::steady_clock::now() + command_timeout_,
+                          multi_call{std::move(c), std::move(handler)});
   }
 
  private:

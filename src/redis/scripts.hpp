@@ -1,5 +1,6 @@
 #pragma once
 // Lua scripts compiled into the library from lua/*.lua (see cmake/embed_lua.cmake).
+#include <array>
 #include <string_view>
 
 namespace sluice::detail {
@@ -20,5 +21,9 @@ extern const lua_script lua_refund;
 extern const lua_script lua_lease;
 /// Concurrency limits: acquire, release or renew a slot.
 extern const lua_script lua_slots;
+
+/// Every script above, in one list: what a connection's handshake loads (handshake.hpp).
+inline constexpr std::array<const lua_script*, 4> lua_scripts{&lua_decide, &lua_decide_multi,
+                                                              &lua_decide_batch, &lua_refund};
 
 }  // namespace sluice::detail

@@ -309,6 +309,13 @@ TEST(ClusterBackendTest, SameSlotDecisionsShareScriptCallsAndStayExact) {
   std::vector<std::string> keys;
   for (int i = 0; i < 10; ++i) keys.push_back("{tenant}:k" + std::to_string(i));
   for (const auto m : cluster.masters()) keys.push_back(key_on(cluster, m, "spread:"));
+  // Batching is per node, by the slot map: before the first map arrives, decisions go to a
+  // seed one by one and follow its MOVED (on a loaded machine, all 1300 of them could).
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (!stats_of(b).up && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_TRUE(stats_of(b).up) << "no slot map within 10 s";
   batch all(b);
   for (int round = 0; round < 100; ++round) {
     for (const auto& k : keys) all.add(k, p);

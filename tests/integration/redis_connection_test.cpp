@@ -60,25 +60,39 @@ class connected {
   connection& conn() { return *conn_; }
   boost::asio::io_context& io() { return io_; }
 
-  // Sends `args` with the deadline `deadline` (from any thread) and waits for the outcome.
+  // Sends `args` with the deadline `deadline` on the data path (from the I/O thread, as
+  // the connection's queue of script calls does) and waits for the outcome.
   outcome exec_until(clock_type::time_point deadline,
                      std::initializer_list<std::string_view> args) {
     std::string command;
     sluice::redis::append_command(command, args);
     std::promise<outcome> done;
     const auto t0 = clock_type::now();
-    conn_->async_exec_until(deadline, std::move(command),
-                            [&done, t0](std::error_code ec, reply_ptr r) {
-                              done.set_value({ec, std::move(r), clock_type::now() - t0});
-                            });
+    boost::asio::post(io_, [&, deadline, command = std::move(command)]() mutable {
+      conn_->exec_on_io_thread(deadline, std::move(command),
+                               [&done, t0](std::error_code ec, reply_ptr r) {
+                                 done.set_value({ec, std::move(r), clock_type::now() - t0});
+                               });
+    });
+    return done.get_future().get();
+  }
+  // Sends `args` on the control path (from this thread) and waits for the outcome.
+  outcome control(std::initializer_list<std::string_view> args) {
+    std::string command;
+    sluice::redis::append_command(command, args);
+    std::promise<outcome> done;
+    conn_->async_control(std::move(command), [&done](std::error_code ec, reply_ptr r) {
+      done.set_value({ec, std::move(r), {}});
+    });
     return done.get_future().get();
   }
   outcome exec(std::initializer_list<std::string_view> args) {
     return exec_until(clock_type::now() + 5s, args);
   }
-  // CLIENT ID: the same number means the same TCP connection; -1 on an error.
+  // CLIENT ID (on the control path): the same number means the same TCP connection; -1 on
+  // an error.
   long long client_id() {
-    auto o = exec({"CLIENT", "ID"});
+    auto o = control({"CLIENT", "ID"});
     return !o.ec && o.reply && o.reply->type == REDIS_REPLY_INTEGER ? o.reply->integer : -1;
   }
 

@@ -42,11 +42,17 @@ TEST(RedisIoRunnerTest, FinishedOnItsOwnThreadItDetachesAndTheThreadFreesIt) {
   // As a backend whose last owner is released in a completion handler: the runner is
   // finished from its own thread, and nobody else holds it.
   auto& io = r->io();  // before r moves into the handler
-  boost::asio::post(io, [r = std::move(r), &finished]() mutable {
+  // The handler waits until post() has returned here: post() wakes the thread and may still
+  // be touching the io_context when the handler runs, and the handler's end frees it.
+  std::promise<void> posted;
+  auto posted_f = posted.get_future();
+  boost::asio::post(io, [r = std::move(r), &finished, &posted_f]() mutable {
+    posted_f.wait();
     r->finish();  // would deadlock (or throw) if it joined itself
     r.reset();
     finished.set_value();
   });
+  posted.set_value();
   ASSERT_EQ(finished.get_future().wait_for(10s), std::future_status::ready);
   // The thread ends on its own and drops the last reference.
   const auto until = std::chrono::steady_clock::now() + 10s;

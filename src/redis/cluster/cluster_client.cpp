@@ -11,7 +11,6 @@
 #include "redis/cluster/key_slot.hpp"
 #include "redis/engine/script_exec.hpp"
 #include "redis/reply_action.hpp"
-#include "redis/scripts.hpp"
 
 namespace sluice::redis::cluster {
 namespace asio = boost::asio;
@@ -30,9 +29,9 @@ struct cluster_client::op {
     decide_all_handler handler;
   };
   std::unique_ptr<multi_call> multi;
-  clock::time_point deadline;
-  int redirects = 0;
+  op_fsm fsm;  // its deadline and redirections
   std::atomic<bool> done{false};
+  explicit op(clock::time_point deadline) : fsm(deadline) {}
 };
 
 // One attempt of an op on one node, for script_exec.hpp (which re-sends it as EVAL on
@@ -69,23 +68,13 @@ struct cluster_client::attempt {
 
 cluster_client::cluster_client(asio::io_context& io, const redis_options& options,
                                const redis_cluster_url& url, tls_config tls)
-    : io_(io), options_(options), url_(url), tls_(std::move(tls)), refresh_timer_(io) {
-  if (!url_.password.empty()) {
-    if (url_.user.empty()) {
-      append_command(handshake_, {"AUTH", url_.password});
-    } else {
-      append_command(handshake_, {"AUTH", url_.user, url_.password});
-    }
-    ++handshake_replies_;
-  }
-  // Every node gets the script when its connection comes up, so EVALSHA works on a
-  // promoted replica or a restarted node at once; NOSCRIPT is still handled per call.
-  append_command(handshake_, {"SCRIPT", "LOAD", detail::lua_decide.source});
-  append_command(handshake_, {"SCRIPT", "LOAD", detail::lua_decide_multi.source});
-  append_command(handshake_, {"SCRIPT", "LOAD", detail::lua_decide_batch.source});
-  append_command(handshake_, {"SCRIPT", "LOAD", detail::lua_refund.source});
-  handshake_replies_ += 4;
-}
+    : io_(io),
+      options_(options),
+      url_(url),
+      tls_(std::move(tls)),
+      // A cluster has no databases: AUTH and the scripts, on every node.
+      handshake_(make_handshake({.user = url_.user, .password = url_.password})),
+      refresh_timer_(io) {}
 
 void cluster_client::start() {
   for (const auto& s : url_.seeds) link_for({s.host, s.port});
@@ -112,7 +101,6 @@ cluster_stats cluster_client::stats() const {
   cluster_stats s;
   s.moved = moved_.load(std::memory_order_relaxed);
   s.ask = ask_.load(std::memory_order_relaxed);
-  s.noscript = noscript_.load(std::memory_order_relaxed);
   s.refreshes = refreshes_.load(std::memory_order_relaxed);
   s.refresh_failures = refresh_failures_.load(std::memory_order_relaxed);
   s.cross_slot = cross_slot_.load(std::memory_order_relaxed);
@@ -137,10 +125,8 @@ cluster_client::node_link cluster_client::link_for(const node_address& node) {
     c.host = node.host;
     c.port = node.port;
     c.handshake = handshake_;
-    c.handshake_replies = handshake_replies_;
     c.connect_timeout = options_.connect_timeout;
     c.command_timeout = options_.command_timeout;
-    c.max_in_flight = options_.max_in_flight;
     c.backoff_min = options_.reconnect_backoff_min;
     c.backoff_max = options_.reconnect_backoff_max;
     c.name = "sluice cluster " + node.to_string();
@@ -184,12 +170,11 @@ void cluster_client::submit(std::string full_key, const detail::limit_params& pa
     return;
   }
   // No map yet, or no master for the slot: route() asks a seed, or fails and looks again.
-  auto o = std::make_shared<op>();
+  auto o = std::make_shared<op>(clock::now() + options_.command_timeout);
   o->key = std::move(full_key);
   o->params = params;
   o->limit = limit;
   o->handler = std::move(handler);
-  o->deadline = clock::now() + options_.command_timeout;
   route(o);
 }
 
@@ -197,29 +182,19 @@ void cluster_client::follow(const node_address& node, std::string full_key,
                             const detail::limit_params& params, std::uint64_t limit,
                             clock::time_point deadline, decide_handler handler,
                             const reply_ptr& reply) {
-  auto o = std::make_shared<op>();
+  auto o = std::make_shared<op>(deadline);
   o->key = std::move(full_key);
   o->params = params;
   o->limit = limit;
   o->handler = std::move(handler);
-  o->deadline = deadline;
-  if (classify_reply(*reply).what == reply_action::kind::retry_later) {
-    // A call of several decisions on a slot in migration, with some of their keys moved
-    // already, meets TRYAGAIN: alone, each is answered (or sent on with ASK). A lone
-    // decision that meets a transient error comes back here the same way, and ends on its
-    // second one (on_reply).
-    retry(o, node, false);
-    return;
-  }
-  // The batcher hands back only replies that send a decision elsewhere.
-  if (!redirected(o, node, *reply)) finish(o, make_error_code(errc::backend_protocol_error));
+  apply(o, o->fsm.on_handed_back(*reply, node, clock::now()));
 }
 
 void cluster_client::submit_multi(multi_kind kind, std::vector<std::string> full_keys,
                                   std::vector<detail::limit_params> params,
                                   std::vector<std::uint64_t> capacities,
                                   decide_all_handler handler) {
-  auto o = std::make_shared<op>();
+  auto o = std::make_shared<op>(clock::now() + options_.command_timeout);
   o->multi = std::make_unique<op::multi_call>();
   o->key = full_keys.empty() ? std::string() : full_keys.front();
   o->multi->kind = kind;
@@ -227,7 +202,6 @@ void cluster_client::submit_multi(multi_kind kind, std::vector<std::string> full
   o->multi->params = std::move(params);
   o->multi->capacities = std::move(capacities);
   o->multi->handler = std::move(handler);
-  o->deadline = clock::now() + options_.command_timeout;
   if (kind == multi_kind::refund) refunds_.fetch_add(1, std::memory_order_relaxed);
   route(o);
 }
@@ -240,7 +214,7 @@ void cluster_client::route(const std::shared_ptr<op>& o) {
     r = routing_;  // null once stopped: the seed path below then refuses the call
   }
   node_address node;
-  std::shared_ptr<connection> conn;  // an op goes straight to the connection, not the batcher
+  std::shared_ptr<decision_batcher> queue;  // the node's one queue of script calls
   if (r && r->map) {
     const slot_range* range = r->map->range_of(slot);
     if (!range) {
@@ -250,45 +224,35 @@ void cluster_client::route(const std::shared_ptr<op>& o) {
       return;
     }
     node = range->master;
-    conn = r->owners[static_cast<std::size_t>(range - r->map->ranges().data())].conn;
+    queue = r->owners[static_cast<std::size_t>(range - r->map->ranges().data())].batcher;
   } else {
     // No map yet: any seed answers, with MOVED if the slot is elsewhere.
     const auto& seed =
         url_.seeds[next_seed_.fetch_add(1, std::memory_order_relaxed) % url_.seeds.size()];
     node = {seed.host, seed.port};
-    conn = link_for(node).conn;
+    queue = link_for(node).batcher;
     request_refresh();
   }
-  if (!conn) {
+  if (!queue) {
     finish(o, make_error_code(errc::backend_shutting_down));
     return;
   }
-  // From the I/O thread (a cross-slot call's next group, or its refunds) straight into the
-  // connection's queue: a refund is then queued before the call it belongs to completes, so
-  // the caller's next check on that node comes after it.
-  const auto from =
-      io_.get_executor().running_in_this_thread() ? send_from::io_thread : send_from::any_thread;
-  send(o, node, conn, from, false);
+  // The node's queue is FIFO and nothing passes an opaque call in it: a refund queued from
+  // a completion is sent before the caller's next check on that node.
+  send(o, node, queue, false);
 }
 
 void cluster_client::send(const std::shared_ptr<op>& o, const node_address& node,
-                          const std::shared_ptr<connection>& conn, send_from from, bool asking) {
-  const script_exec how{
-      .deadline = o->deadline, .from = from, .replies = asking ? 2u : 1u, .noscript = &noscript_};
-  exec_script(conn, how, attempt{shared_from_this(), o, node, asking});
+                          const std::shared_ptr<decision_batcher>& queue, bool asking) {
+  queue->submit_call(o->fsm.deadline(), attempt{shared_from_this(), o, node, asking},
+                     asking ? 2u : 1u);
 }
 
 void cluster_client::on_reply(const std::shared_ptr<op>& o, const node_address& node,
                               std::error_code ec, reply_ptr reply) {
   if (o->done.load(std::memory_order_acquire)) return;  // timed out meanwhile
-  if (ec) {
-    // The node is down, stuck or gone: the map may be stale (a failover). This call fails
-    // now (the limiter applies the failure mode); later ones use the new map.
-    if (ec != errc::backend_shutting_down) request_refresh();
-    finish(o, ec);
-    return;
-  }
-  if (redirected(o, node, *reply)) return;
+  auto step = o->fsm.on_reply(ec, reply.get(), node, clock::now());
+  if (step.what != op_step::kind::decode) return apply(o, std::move(step));
   if (o->multi) {
     std::vector<decision> ds;
     if (o->multi->kind == multi_kind::decide) {
@@ -305,60 +269,31 @@ void cluster_client::on_reply(const std::shared_ptr<op>& o, const node_address& 
   finish(o, ec, d);
 }
 
-bool cluster_client::redirected(const std::shared_ptr<op>& o, const node_address& node,
-                                const redisReply& reply) {
-  auto action = classify_reply(reply);
-  switch (action.what) {
-    case reply_action::kind::moved:
-    case reply_action::kind::ask: {
-      node_address target = std::move(action.redirect.target);
-      if (target.host.empty()) target.host = node.host;
-      if (action.what == reply_action::kind::moved) {
-        moved_.fetch_add(1, std::memory_order_relaxed);
-        request_refresh();
-        retry(o, target, false);
-      } else {
-        ask_.fetch_add(1, std::memory_order_relaxed);
-        retry(o, target, true);
+void cluster_client::apply(const std::shared_ptr<op>& o, op_step s) {
+  if (s.moved) moved_.fetch_add(1, std::memory_order_relaxed);
+  if (s.ask) ask_.fetch_add(1, std::memory_order_relaxed);
+  if (s.refresh) request_refresh();
+  switch (s.what) {
+    case op_step::kind::retry: {
+      auto queue = link_for(s.target).batcher;
+      if (!queue) {
+        finish(o, make_error_code(errc::backend_shutting_down));
+        return;
       }
-      return true;
+      send(o, s.target, queue, s.asking);
+      return;
     }
-    case reply_action::kind::resend_as_eval:
-      // NOSCRIPT even to the source (script_exec.hpp sent it once): a script error.
-      finish(o, make_error_code(errc::backend_script_error));
-      return true;
-    case reply_action::kind::retry_later:
-    case reply_action::kind::rediscover_master:
-      // The cluster is reconfiguring (a demoted master says READONLY): not this script's
-      // fault, and the map may be stale.
-      request_refresh();
-      finish(o, make_error_code(errc::backend_unavailable));
-      return true;
-    case reply_action::kind::done:
-    case reply_action::kind::failed:
-      break;
+    case op_step::kind::fail:
+      if (o->fsm.redirects() > max_redirects) {
+        sluice::detail::logf(sluice::log_level::debug,
+                             "sluice cluster: giving up on {} after {} redirections", o->key,
+                             max_redirects);
+      }
+      finish(o, s.ec);
+      return;
+    case op_step::kind::decode:
+      break;  // on_reply decodes
   }
-  return false;  // the caller's decoder reads a result or reports the script error
-}
-
-void cluster_client::retry(const std::shared_ptr<op>& o, const node_address& node, bool asking) {
-  if (++o->redirects > max_redirects) {
-    sluice::detail::logf(sluice::log_level::debug,
-                         "sluice cluster: giving up on {} after {} redirections", o->key,
-                         max_redirects);
-    finish(o, make_error_code(errc::backend_unavailable));
-    return;
-  }
-  if (clock::now() >= o->deadline) {
-    finish(o, make_error_code(errc::backend_timeout));
-    return;
-  }
-  auto conn = link_for(node).conn;
-  if (!conn) {
-    finish(o, make_error_code(errc::backend_shutting_down));
-    return;
-  }
-  send(o, node, conn, send_from::io_thread, asking);
 }
 
 void cluster_client::finish(const std::shared_ptr<op>& o, std::error_code ec, const decision& d) {
@@ -395,24 +330,27 @@ void cluster_client::start_refresh() {
     std::lock_guard lock(mu_);
     if (stopped_) return;
   }
-  if (refreshing_) {
-    refresh_again_ = true;
-    return;
+  run_refresh(refresh_.request(clock::now()));
+}
+
+void cluster_client::run_refresh(refresh_fsm::step next) {
+  switch (next.what) {
+    case refresh_fsm::step::kind::nothing:
+      return;
+    case refresh_fsm::step::kind::wait:
+      refresh_timer_.expires_at(next.at);
+      refresh_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+        if (ec) return;  // stopped
+        {
+          std::lock_guard lock(self->mu_);
+          if (self->stopped_) return;
+        }
+        self->run_refresh(self->refresh_.on_wakeup(clock::now()));
+      });
+      return;
+    case refresh_fsm::step::kind::start:
+      break;
   }
-  if (refresh_timer_armed_) return;  // one is scheduled already
-  const auto now = clock::now();
-  const auto earliest = last_refresh_ + std::max(refresh_min_interval, refresh_backoff_);
-  if (last_refresh_ != clock::time_point{} && now < earliest) {
-    refresh_timer_armed_ = true;
-    refresh_timer_.expires_at(earliest);
-    refresh_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
-      self->refresh_timer_armed_ = false;
-      if (!ec) self->start_refresh();
-    });
-    return;
-  }
-  refreshing_ = true;
-  last_refresh_ = now;
 
   // Ask nodes that are up first, then the rest of the map (masters, then replicas), then
   // the seeds: any node knows the whole layout.
@@ -454,8 +392,9 @@ void cluster_client::refresh_from(std::shared_ptr<std::vector<node_address>> can
   }
   std::string command;
   append_command(command, {"CLUSTER", "SLOTS"});
-  conn->async_exec(std::move(command), [self = shared_from_this(), candidates, i](
-                                           std::error_code ec, reply_ptr reply) {
+  // Control traffic: the connection's own small path, beside the script calls' queue.
+  conn->async_control(std::move(command), [self = shared_from_this(), candidates, i](
+                                              std::error_code ec, reply_ptr reply) {
     if (!ec && reply) {
       std::string why;
       auto map = parse_cluster_slots(*reply, (*candidates)[i].host, &why);
@@ -474,31 +413,22 @@ void cluster_client::refresh_from(std::shared_ptr<std::vector<node_address>> can
 }
 
 void cluster_client::refresh_done(bool ok) {
-  refreshing_ = false;
+  const auto end = refresh_.on_round_done(ok);
   {
     std::lock_guard lock(mu_);
     if (stopped_) return;
   }
   if (ok) {
     refreshes_.fetch_add(1, std::memory_order_relaxed);
-    refresh_backoff_ = std::chrono::milliseconds{0};
   } else {
-    if (refresh_failures_.fetch_add(1, std::memory_order_relaxed) == 0 ||
-        refresh_backoff_ == std::chrono::milliseconds{0}) {
+    refresh_failures_.fetch_add(1, std::memory_order_relaxed);
+    if (end.warn) {
       sluice::detail::logf(
           sluice::log_level::warn,
           "sluice cluster: no node answered CLUSTER SLOTS; retrying in the background");
     }
-    refresh_backoff_ = refresh_backoff_.count() == 0
-                           ? refresh_min_interval
-                           : std::min(refresh_backoff_ * 2, refresh_retry_max);
   }
-  // A failed round is retried on its own (no caller may be asking: an idle limiter whose
-  // cluster is down still notices when it comes back).
-  if (refresh_again_ || !ok) {
-    refresh_again_ = false;
-    start_refresh();
-  }
+  if (end.start_again) run_refresh(refresh_.request(clock::now()));
 }
 
 void cluster_client::install(slot_map map) {

@@ -2,17 +2,21 @@
 // Routing token-bucket decisions over a Redis Cluster: a map of per-node connections
 // (redis::connection, one auto-pipelined connection per node) plus the slot map.
 //
-// A decision goes to the master of its key's slot. A single-key decision goes through that
-// node's decision_batcher first, so decisions on one slot (hash-tagged keys) that arrive
-// while the node is busy share one script call, as on a standalone Redis. Redirections are
-// followed inside the client, as redis-plus-plus does: MOVED refreshes the map and retries
-// on the new owner, ASK retries on the importing node with ASKING sent just before (one
-// request on that connection, so nothing slips in between), NOSCRIPT re-sends the script as
-// EVAL (script_exec.hpp, under the same ASKING). Any I/O error, timeout or CLUSTERDOWN also
-// refreshes the map, which is how a promoted replica takes over after a master fails.
-// Attempts are bounded (max_redirects) and every decision completes by its deadline
-// (command_timeout from the call): every attempt carries it to its connection, which fails
-// the request there.
+// A decision goes to the master of its key's slot, through that node's decision_batcher, the
+// node's one queue of script calls: single-key decisions on one slot (hash-tagged keys) that
+// arrive while the node is busy share one script call, as on a standalone Redis, and every
+// other script call (multi-key, refunds, the redirections followed) is a request of the same
+// queue, admitted once. CLUSTER SLOTS is control traffic (connection::async_control). Redirections
+// are followed inside the client, as redis-plus-plus does: MOVED refreshes the map and retries on
+// the new owner, ASK retries on the importing node with ASKING sent just before (one request on
+// that connection, so nothing slips in between), NOSCRIPT re-sends the script as EVAL
+// (script_exec.hpp, under the same ASKING). Any I/O error, timeout or CLUSTERDOWN also refreshes
+// the map, which is how a promoted replica takes over after a master fails. Attempts are bounded
+// (max_redirects) and every decision completes by its deadline (command_timeout from the call):
+// every attempt carries it to its connection, which fails the request there.
+//
+// What to do with a reply (decode, follow, fail, refresh) and when to fetch the slot map
+// again are cluster_fsm.hpp's (no I/O, unit-tested); this class does the I/O around them.
 //
 // Thread-safety: submit() from any thread; everything else runs on the io_context's
 // single thread.
@@ -33,20 +37,15 @@
 #include <sluice/redis_cluster.hpp>
 
 #include "algorithm/limit.hpp"
+#include "redis/cluster/cluster_fsm.hpp"
 #include "redis/cluster/slot_map.hpp"
 #include "redis/connection.hpp"
 #include "redis/decide_command.hpp"
 #include "redis/decision_batcher.hpp"
 #include "redis/engine/script_exec.hpp"
+#include "redis/handshake.hpp"
 
 namespace sluice::redis::cluster {
-
-/// Redirections (MOVED, ASK) one decision may follow.
-inline constexpr int max_redirects = 5;
-/// Slot-map refreshes are at least this far apart, however many calls ask for one.
-inline constexpr std::chrono::milliseconds refresh_min_interval{100};
-/// While refreshes fail, they are retried with this backoff (doubling up to the max).
-inline constexpr std::chrono::milliseconds refresh_retry_max{1000};
 
 /// Counts for tests and metrics. Monotonic.
 struct cluster_stats {
@@ -107,7 +106,8 @@ class cluster_client : public std::enable_shared_from_this<cluster_client> {
   using clock = std::chrono::steady_clock;
   struct op;
   struct attempt;
-  // One node: its connection, and the batcher its single-key decisions go through first.
+  // One node: its connection, and its one queue of script calls (single-key decisions,
+  // batched, and every other script call: multi-key, refunds, redirections followed).
   struct node_link {
     std::shared_ptr<connection> conn;
     std::shared_ptr<decision_batcher> batcher;
@@ -125,20 +125,21 @@ class cluster_client : public std::enable_shared_from_this<cluster_client> {
   void follow(const node_address& node, std::string full_key, const detail::limit_params& params,
               std::uint64_t limit, clock::time_point deadline, decide_handler handler,
               const reply_ptr& reply);
+  // One attempt of `o` through `queue`, the node's one queue of script calls.
   void send(const std::shared_ptr<op>& o, const node_address& node,
-            const std::shared_ptr<connection>& conn, send_from from, bool asking);
+            const std::shared_ptr<decision_batcher>& queue, bool asking);
   void on_reply(const std::shared_ptr<op>& o, const node_address& node, std::error_code ec,
                 reply_ptr reply);
-  // Follows a reply that sends `o` elsewhere or ends it (MOVED, ASK, NOSCRIPT, a transient
-  // cluster error); false for a reply to decode.
-  bool redirected(const std::shared_ptr<op>& o, const node_address& node, const redisReply& reply);
-  void retry(const std::shared_ptr<op>& o, const node_address& node, bool asking);
+  // Does what op_fsm said, short of decoding a reply: counts, refreshes, retries, fails.
+  void apply(const std::shared_ptr<op>& o, op_step s);
   void route(const std::shared_ptr<op>& o);
   void finish(const std::shared_ptr<op>& o, std::error_code ec, const decision& d = {});
   void finish_all(const std::shared_ptr<op>& o, std::error_code ec, std::vector<decision> ds);
 
   void request_refresh();
   void start_refresh();
+  // Does what refresh_fsm said: nothing, a wake-up, or a round.
+  void run_refresh(refresh_fsm::step next);
   void refresh_from(std::shared_ptr<std::vector<node_address>> candidates, std::size_t i);
   void refresh_done(bool ok);
   void install(slot_map map);
@@ -147,8 +148,7 @@ class cluster_client : public std::enable_shared_from_this<cluster_client> {
   const redis_options options_;
   const redis_cluster_url url_;
   const tls_config tls_;
-  std::string handshake_;
-  std::size_t handshake_replies_ = 0;
+  const handshake handshake_;  // every node's
 
   mutable std::mutex mu_;  // guards routing_, nodes_, stopped_
   std::shared_ptr<const routing> routing_;
@@ -158,14 +158,10 @@ class cluster_client : public std::enable_shared_from_this<cluster_client> {
 
   // Refresh state: I/O thread only, except refresh_wanted_ (any thread).
   std::atomic<bool> refresh_wanted_{false};
-  bool refreshing_ = false;
-  bool refresh_again_ = false;
-  clock::time_point last_refresh_{};
-  std::chrono::milliseconds refresh_backoff_{0};
+  refresh_fsm refresh_;
   boost::asio::steady_timer refresh_timer_;
-  bool refresh_timer_armed_ = false;
 
-  std::atomic<std::uint64_t> moved_{0}, ask_{0}, noscript_{0}, refreshes_{0}, refresh_failures_{0},
+  std::atomic<std::uint64_t> moved_{0}, ask_{0}, refreshes_{0}, refresh_failures_{0},
       cross_slot_{0}, refunds_{0}, refund_failures_{0};
 };
 

@@ -1,6 +1,7 @@
 #pragma once
-// One script call on one connection, written once for every caller (the batcher's single
-// and batch calls, the multi-key call, the Cluster client): EVALSHA first; when the server
+// One script call on one connection, written once for every call of the connection's one
+// queue (decision_batcher.hpp: its single and batch calls, and the opaque ones it carries
+// for the multi-key call and the Cluster client): EVALSHA first; when the server
 // answers NOSCRIPT (it lost its scripts: SCRIPT FLUSH), the script's source once as EVAL, on
 // the same connection and within the same deadline. EVAL caches the script again, so later
 // calls go back to EVALSHA. A second NOSCRIPT reaches the caller, whose decoder reports it as
@@ -25,13 +26,11 @@
 
 namespace sluice::redis {
 
-/// Where exec_script is called from: any thread (the connection takes the call under its
-/// lock and posts), or the connection's I/O thread (straight into its write queue).
-enum class send_from : std::uint8_t { any_thread, io_thread };
-
+/// Called on the connection's I/O thread only, by the connection's one queue of script
+/// calls (decision_batcher.hpp), which admitted the call: it goes straight into the
+/// connection's write queue.
 struct script_exec {
   std::chrono::steady_clock::time_point deadline;
-  send_from from = send_from::any_thread;
   /// Formatted commands in the call (Cluster's ASKING before the script: 2); the handler
   /// gets the last reply.
   std::size_t replies = 1;
@@ -53,11 +52,7 @@ void exec_script(const std::shared_ptr<connection>& conn, const script_exec& how
     }
     call(ec, std::move(reply));
   };
-  if (how.from == send_from::io_thread) {
-    conn->exec_on_io_thread(how.deadline, std::move(command), std::move(on_reply), how.replies);
-  } else {
-    conn->async_exec_until(how.deadline, std::move(command), std::move(on_reply), how.replies);
-  }
+  conn->exec_on_io_thread(how.deadline, std::move(command), std::move(on_reply), how.replies);
 }
 
 }  // namespace sluice::redis

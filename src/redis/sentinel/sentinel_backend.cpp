@@ -3,10 +3,13 @@
 // AUTH with their own credentials (sentinel_password=); the master gets the URL's user
 // info; with rediss+sentinel:// both use TLS, with one TLS context for the whole backend. The
 // sentinels are asked again when a call fails (connection lost, timeout, READONLY from a demoted
-// master) and every sentinel_poll_interval. Sentinel is an address source: when the answer
-// changes, the master backend's one connection is pointed at the new master (nothing is
-// rebuilt, no thread is started). Calls written to the old master end as backend errors,
-// which the limiter turns into the failure mode; calls not yet written go to the new one.
+// master) and every sentinel_poll_interval; whom to ask, what an answer means and when to ask
+// again are the resolver's (sentinel_fsm.hpp: no I/O, unit-tested). Sentinel is an address
+// source: when the answer changes, the master backend's one connection is pointed at the new
+// master (nothing is rebuilt). One I/O thread serves the sentinels and the master backend
+// (built with run_on = its io_context). Calls written to the old master end as backend
+// errors, which the limiter turns into the failure mode; calls not yet written go to the new
+// one.
 #include <sluice/error.hpp>
 #include <sluice/redis_cluster.hpp>
 
@@ -24,7 +27,9 @@
 #include "redis/connection.hpp"
 #include "redis/engine/io_runner.hpp"
 #include "redis/engine/options.hpp"
+#include "redis/handshake.hpp"
 #include "redis/resp.hpp"
+#include "redis/sentinel/sentinel_fsm.hpp"
 #include "redis/standalone_backend.hpp"
 #include "redis/tls.hpp"
 
@@ -39,11 +44,8 @@ constexpr std::chrono::milliseconds sentinel_poll_interval{1000};
 // Asking again because calls fail happens at most this often.
 constexpr std::chrono::milliseconds sentinel_ask_min_interval{100};
 
-struct master_address {
-  std::string host;
-  std::uint16_t port = 0;
-  bool operator==(const master_address&) const = default;
-};
+using redis::sentinel::master_address;
+using redis::sentinel::resolver;
 
 class sentinel_core : public std::enable_shared_from_this<sentinel_core> {
  public:
@@ -53,9 +55,11 @@ class sentinel_core : public std::enable_shared_from_this<sentinel_core> {
         options_(std::move(options)),
         url_(std::move(url)),
         tls_(std::move(tls)),
-        poll_timer_(io) {}
+        poll_timer_(io),
+        resolver_(url_.sentinels.size(), sentinel_ask_min_interval) {}
 
-  // The Sentinel connections' I/O thread (each master's backend has its own).
+  // The one I/O thread: the Sentinel connections', and the master backend's (built with
+  // run_on = this io_context), so Sentinel adds no thread of its own.
   const std::shared_ptr<redis::io_runner> runner;
   asio::io_context& io;
 
@@ -70,20 +74,15 @@ class sentinel_core : public std::enable_shared_from_this<sentinel_core> {
       c.backoff_max = options_.reconnect_backoff_max;
       c.name = "sluice sentinel " + s.host + ":" + std::to_string(s.port);
       c.tls = tls_;
-      if (!url_.sentinel_password.empty()) {
-        if (url_.sentinel_user.empty()) {
-          redis::append_command(c.handshake, {"AUTH", url_.sentinel_password});
-        } else {
-          redis::append_command(c.handshake, {"AUTH", url_.sentinel_user, url_.sentinel_password});
-        }
-        c.handshake_replies = 1;
-      }
+      c.handshake = redis::make_handshake({.role = redis::handshake_role::sentinel,
+                                           .user = url_.sentinel_user,
+                                           .password = url_.sentinel_password});
       auto conn = std::make_shared<redis::connection>(io, std::move(c));
       conn->start();
       sentinels_.push_back(std::move(conn));
     }
     asio::post(io, [self = shared_from_this()] {
-      self->ask();
+      self->run(self->resolver_.poll(clock_type::now()));
       self->arm_poll();
     });
   }
@@ -132,9 +131,7 @@ class sentinel_core : public std::enable_shared_from_this<sentinel_core> {
     if (ask_wanted_.exchange(true)) return;
     asio::post(io, [self = shared_from_this()] {
       self->ask_wanted_ = false;
-      const auto now = clock_type::now();
-      if (self->asking_ || now - self->last_ask_ < sentinel_ask_min_interval) return;
-      self->ask();
+      self->run(self->resolver_.request(clock_type::now()));
     });
   }
 
@@ -143,59 +140,51 @@ class sentinel_core : public std::enable_shared_from_this<sentinel_core> {
     poll_timer_.expires_after(sentinel_poll_interval);
     poll_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
       if (ec) return;
-      if (!self->asking_) self->ask();
+      self->run(self->resolver_.poll(clock_type::now()));
       self->arm_poll();
     });
   }
 
-  void ask() {
+  // I/O thread: does what the resolver said.
+  void run(const resolver::step& next) {
+    switch (next.what) {
+      case resolver::step::kind::nothing:
+        return;
+      case resolver::step::kind::ask:
+        ask(next.sentinel);
+        return;
+      case resolver::step::kind::use:
+        use(next.master);
+        return;
+      case resolver::step::kind::no_master:
+        if (next.warn) {
+          sluice::detail::logf(sluice::log_level::warn,
+                               "sluice sentinel: no sentinel knows master \"{}\"; asking again",
+                               url_.master_name);
+        }
+        return;
+    }
+  }
+
+  // Sends the question to sentinel i; its answer goes to the resolver.
+  void ask(std::size_t i) {
     {
       std::lock_guard lock(mu_);
       if (stopped_) return;
     }
-    asking_ = true;
-    last_ask_ = clock_type::now();
-    ask_from(0);
-  }
-
-  // Asks sentinel i, then the next one if it does not know; the first answer wins.
-  void ask_from(std::size_t i) {
-    if (i >= sentinels_.size()) {
-      asking_ = false;
-      if (!warned_) {
-        warned_ = true;
-        sluice::detail::logf(sluice::log_level::warn,
-                             "sluice sentinel: no sentinel knows master \"{}\"; asking again",
-                             url_.master_name);
-      }
-      return;
-    }
     std::string cmd;
     redis::append_command(cmd, {"SENTINEL", "get-master-addr-by-name", url_.master_name});
-    sentinels_[i]->async_exec(std::move(cmd), [self = shared_from_this(), i](std::error_code ec,
-                                                                             redis::reply_ptr r) {
-      master_address a;
-      if (!ec && r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-          r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING) {
-        a.host = std::string(redis::reply_text(*r->element[0]));
-        const auto port = std::atoi(std::string(redis::reply_text(*r->element[1])).c_str());
-        if (port > 0 && port < 65536) a.port = static_cast<std::uint16_t>(port);
-      }
-      if (a.port == 0) {
-        self->ask_from(i + 1);
-        return;
-      }
-      self->asking_ = false;
-      self->warned_ = false;
-      self->use(a);
-    });
+    // Control traffic: the sentinel connection's control path.
+    sentinels_[i]->async_control(
+        std::move(cmd), [self = shared_from_this(), i](std::error_code ec, redis::reply_ptr r) {
+          self->run(self->resolver_.on_answer(i, ec, r.get()));
+        });
   }
 
   // I/O thread: the master is at `a`. The first answer builds the backend; a new address
   // after that points its connection there (Sentinel is an address source: nothing is
   // rebuilt, and what the backend counts stays with it).
   void use(const master_address& a) {
-    if (a == master_) return;
     std::shared_ptr<redis::standalone_backend> b;
     {
       std::lock_guard lock(mu_);
@@ -206,7 +195,7 @@ class sentinel_core : public std::enable_shared_from_this<sentinel_core> {
       sluice::detail::logf(sluice::log_level::info,
                            "sluice sentinel: master \"{}\" is {}:{} (failed over)",
                            url_.master_name, a.host, a.port);
-      master_ = a;
+      resolver_.serving(a);
       b->retarget(a.host, a.port);
       std::lock_guard lock(mu_);
       ++failovers_;
@@ -218,8 +207,11 @@ class sentinel_core : public std::enable_shared_from_this<sentinel_core> {
     u.host = a.host;
     u.port = a.port;
     u.db = url_.db;
+    // On this I/O thread: the master's connection and batching need no thread of their own.
+    auto on_this_thread = options_;
+    on_this_thread.run_on = &io;
     try {
-      b = redis::make_standalone_backend(options_, u, tls_);
+      b = redis::make_standalone_backend(on_this_thread, u, tls_);
     } catch (const std::exception& e) {
       sluice::detail::logf(sluice::log_level::error, "sluice sentinel: cannot use master {}:{}: {}",
                            a.host, a.port, e.what());
@@ -227,10 +219,10 @@ class sentinel_core : public std::enable_shared_from_this<sentinel_core> {
     }
     sluice::detail::logf(sluice::log_level::info, "sluice sentinel: master \"{}\" is {}:{}",
                          url_.master_name, a.host, a.port);
-    master_ = a;
+    resolver_.serving(a);
     {
       std::lock_guard lock(mu_);
-      if (stopped_) return;  // `b` is released here, on this thread: it is not b's own
+      if (stopped_) return;  // `b` is released here, on its I/O thread: it stops there
       current_ = std::move(b);
     }
     cv_.notify_all();
@@ -249,11 +241,7 @@ class sentinel_core : public std::enable_shared_from_this<sentinel_core> {
   bool stopped_ = false;
 
   std::atomic<bool> ask_wanted_{false};
-  // I/O thread only.
-  bool asking_ = false;
-  bool warned_ = false;
-  clock_type::time_point last_ask_{};
-  master_address master_;
+  resolver resolver_;  // I/O thread only
 };
 
 bool worth_asking_again(std::error_code ec) {
@@ -287,9 +275,11 @@ class sentinel_backend final : public backend {
   }
 
   ~sentinel_backend() override {
+    // The master backend first: it runs on the core's thread (run_on), so its stops are
+    // posted there before the thread finishes what is posted and ends.
+    core_->take_current().reset();
     core_->stop();
     core_->runner->finish();
-    core_->take_current().reset();  // joins the master backend's I/O thread
   }
 
   backend_stats stats() const noexcept override { return core_->stats(); }
