@@ -23,7 +23,7 @@ extern const lua_script lua_lease;
 extern const lua_script lua_slots;
 
 /// Every script above, in one list: what a connection's handshake loads (handshake.hpp).
-inline constexpr std::array<const lua_script*, 4> lua_scripts{&lua_decide, &lua_decide_multi,
-                                                              &lua_decide_batch, &lua_refund};
+inline constexpr std::array<const lua_script*, 6> lua_scripts{
+    &lua_decide, &lua_decide_multi, &lua_decide_batch, &lua_refund, &lua_lease, &lua_slots};
 
 }  // namespace sluice::detail
