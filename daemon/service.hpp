@@ -1,8 +1,17 @@
 #pragma once
 // The daemon's request handling, apart from sockets: routes one parsed HTTP request to
 // /v1/check, /v1/peek, /v1/auth, the admin endpoints (/v1/reset, /v1/refund, /v1/penalize,
-// /v1/block), /metrics, /healthz or /readyz and produces the response. The server
+// /v1/block), /json, /metrics, /healthz or /readyz and produces the response. The server
 // (server.hpp) owns connections and calls service::handle for each request.
+//
+// One file per concern implements it:
+//   runtime.cpp           the runtime in force: building it (backend, limiters), reload
+//   routing.cpp           handle(): one request to its endpoint, answered once; problem+json
+//   check_endpoint.cpp    /v1/check and /v1/peek, and the request checks the admin calls share
+//   admin_endpoints.cpp   /v1/reset, /v1/refund, /v1/penalize, /v1/block
+//   auth_endpoint.cpp     /v1/auth (forward auth by the rules)
+//   json_endpoint.cpp     POST /json (Envoy's ShouldRateLimit as JSON)
+//   health_endpoints.cpp  /healthz, /readyz and /metrics
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -28,6 +37,7 @@
 #include "envoy_rls.hpp"
 #include "log_throttle.hpp"
 #include "metrics.hpp"
+#include "runtime.hpp"
 
 namespace sluice::daemon {
 
@@ -41,27 +51,6 @@ inline constexpr std::string_view check_key_prefix = "@check:";
 /// The longest `key` /v1/check accepts, in bytes: the limiter key must fit in
 /// sluice::max_key_size with a policy name of up to 64 characters.
 inline constexpr std::size_t max_check_key_size = 900;
-
-/// One config in force: immutable; a reload builds a new one and swaps the pointer.
-struct runtime {
-  config cfg;
-  std::shared_ptr<const http::rule_set> rules;
-  /// Shared by successive runtimes while the backend settings stay the same, so a reload
-  /// keeps the memory backend's buckets and the Redis connection.
-  std::shared_ptr<limiter> lim;
-  /// On a standalone Redis backend, one limiter per server thread, each with its own
-  /// connection that the thread's io_context runs (redis_options::run_on): a check then
-  /// never hands off to another thread. `lim` is the first of them. Empty otherwise.
-  std::vector<std::pair<boost::asio::io_context*, std::shared_ptr<limiter>>> thread_limiters;
-  bool memory_backend = true;
-
-  /// The limiter for a check made on this thread: its own, or `lim` off the server threads.
-  limiter& limiter_here() const noexcept;
-  /// The backend's counters, summed over the per-thread connections.
-  sluice::backend_stats backend_stats() const noexcept;
-  /// The limiters' counters (summed over the per-thread limiters: only what /metrics reads).
-  sluice::limiter_stats limiter_stats() const noexcept;
-};
 
 /// Thread-safe.
 class service {
@@ -194,6 +183,11 @@ class service {
   /// POST /json: Envoy's ShouldRateLimit as JSON (the reference service's endpoint).
   void handle_json(const http_request& req, std::shared_ptr<const runtime> rt,
                    boost::asio::any_io_executor ex, const responder& done);
+  /// GET /healthz: the process answers.
+  void handle_health(const http_request& req, const responder& done);
+  /// GET /metrics: Prometheus text.
+  void handle_metrics(const http_request& req, const runtime& rt, const responder& done);
+  /// GET /readyz: a probe of every connection of the backend.
   void handle_ready(const http_request& req, std::shared_ptr<const runtime> rt,
                     boost::asio::any_io_executor ex, const responder& done);
 
