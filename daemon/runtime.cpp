@@ -71,13 +71,31 @@ service::service(config c, std::vector<boost::asio::io_context*> workers,
     : workers_(std::move(workers)),
       time_source_(std::move(time_source)),
       current_(build(std::move(c), nullptr)),
+      copies_(workers_.size()),
       rls_(std::make_unique<rls_decider>(metrics_)) {
-  metrics_.set_max_rls_series(current_->cfg.envoy_rls.max_metric_series);
+  metrics_.set_max_rls_series(current()->cfg.envoy_rls.max_metric_series);
 }
 
 std::shared_ptr<const runtime> service::current() const {
-  std::lock_guard lock(mu_);
-  return current_;
+  // Read before current_: a generation seen here was raised after its runtime was stored.
+  const auto generation = generation_.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    if (!workers_[i]->get_executor().running_in_this_thread()) continue;
+    auto& copy = copies_[i];
+    if (copy.generation != generation) {
+      // A reload published another runtime since this thread last looked (or this is its
+      // first request). An idle thread keeps the old one until its next request.
+      copy.rt = current_.load(std::memory_order_acquire);
+      copy.generation = generation;
+    }
+    return copy.rt;
+  }
+  return current_.load(std::memory_order_acquire);
+}
+
+void service::publish(std::shared_ptr<const runtime> next) {
+  current_.store(std::move(next), std::memory_order_release);
+  generation_.fetch_add(1, std::memory_order_release);
 }
 
 std::shared_ptr<const runtime> service::build(config c,
@@ -127,11 +145,12 @@ std::shared_ptr<const runtime> service::build(config c,
 }
 
 void service::apply(config c) {
-  auto prev = current();
+  // Two reloads at once would each build on the same predecessor: one at a time.
+  std::lock_guard lock(apply_mu_);
+  auto prev = current_.load(std::memory_order_acquire);
   auto next = build(std::move(c), prev);
   metrics_.set_max_rls_series(next->cfg.envoy_rls.max_metric_series);
-  std::lock_guard lock(mu_);
-  current_ = std::move(next);
+  publish(std::move(next));
 }
 
 bool service::reload(const std::string& path, const std::function<void(config&)>& adjust) {

@@ -12,7 +12,9 @@
 //   auth_endpoint.cpp     /v1/auth (forward auth by the rules)
 //   json_endpoint.cpp     POST /json (Envoy's ShouldRateLimit as JSON)
 //   health_endpoints.cpp  /healthz, /readyz and /metrics
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -64,7 +66,9 @@ class service {
   explicit service(config c, std::vector<boost::asio::io_context*> workers = {},
                    std::shared_ptr<const clock> time_source = nullptr);
 
-  /// The runtime in force now.
+  /// The runtime in force now. Takes no lock: on a server thread (one of `workers`) it is
+  /// that thread's own copy, taken again only after a reload published a newer runtime (one
+  /// atomic load per call); on any other thread it is read from the atomic shared_ptr.
   std::shared_ptr<const runtime> current() const;
 
   /// Replaces the runtime with one for `c` (listen address and threads are start-up only).
@@ -191,10 +195,25 @@ class service {
   void handle_ready(const http_request& req, std::shared_ptr<const runtime> rt,
                     boost::asio::any_io_executor ex, const responder& done);
 
+  /// One server thread's copy of the runtime in force, read and replaced by that thread
+  /// only (current()): a request then reads no word that another thread writes, except
+  /// generation_, which changes once per reload. Aligned so that neighbours share no line.
+  struct alignas(64) thread_copy {
+    std::uint64_t generation = 0;  ///< of `rt`; 0: none taken yet
+    std::shared_ptr<const runtime> rt;
+  };
+  /// Makes `next` the runtime in force (apply_mu_ held).
+  void publish(std::shared_ptr<const runtime> next);
+
   const std::vector<boost::asio::io_context*> workers_;  // before current_: build() uses it
   const std::shared_ptr<const clock> time_source_;       // likewise
-  mutable std::mutex mu_;
-  std::shared_ptr<const runtime> current_;
+  std::mutex apply_mu_;  // one apply() at a time; never taken by a request
+  // libstdc++ 12's atomic<shared_ptr> is not lock-free (a load sets a lock bit in the
+  // control block pointer while it copies): requests on the server threads read their
+  // thread_copy instead, and load this only when generation_ says it changed.
+  std::atomic<std::shared_ptr<const runtime>> current_;
+  std::atomic<std::uint64_t> generation_{1};  // raised after each store to current_
+  mutable std::vector<thread_copy> copies_;   // copies_[i]: workers_[i]'s
   metrics metrics_;
   std::unique_ptr<rls_decider> rls_;  // after metrics_, which it counts in
   log_throttle internal_errors_log_;

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <nlohmann/json.hpp>
 
 #include "app.hpp"
@@ -287,6 +288,33 @@ TEST(DaemonServiceReloadTest, MemoryBucketsSurviveATimeoutChange) {
       "m.yaml");
   svc.apply(c);
   EXPECT_EQ(svc.current()->lim, before) << "the memory backend has no timeouts or prefix";
+}
+
+// A server thread reads its own copy of the runtime (no lock): after a reload, its next
+// request sees the new one, and off the server threads current() reads the shared one.
+TEST(DaemonServiceReloadTest, AServerThreadsCopyFollowsAReload) {
+  boost::asio::io_context worker;
+  service svc(parse_config("deny_status: 429\npolicies: {api: {capacity: 1, refill_per_second: 1}}",
+                           "r.yaml"),
+              {&worker});
+  auto on_worker = [&] {
+    std::shared_ptr<const runtime> seen;
+    boost::asio::post(worker, [&] { seen = svc.current(); });
+    worker.restart();
+    worker.run();
+    return seen;
+  };
+  const auto first = on_worker();
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(first, svc.current());
+  EXPECT_EQ(on_worker(), first) << "unchanged: the same copy";
+  auto c = parse_config("deny_status: 403\npolicies: {api: {capacity: 1, refill_per_second: 1}}",
+                        "r.yaml");
+  svc.apply(c);
+  const auto second = on_worker();
+  EXPECT_NE(second, first);
+  EXPECT_EQ(second->cfg.deny_status, 403u);
+  EXPECT_EQ(second, svc.current());
 }
 
 TEST(DaemonServiceReloadTest, ReloadKeepsTheCommandLineOverrides) {
