@@ -11,6 +11,8 @@
 #include <boost/asio/io_context.hpp>
 #include <nlohmann/json.hpp>
 
+#include <sluice/error.hpp>
+
 #include "config.hpp"
 #include "envoy/extensions/common/ratelimit/v3/ratelimit.pb.h"
 #include "envoy/rls_config.hpp"
@@ -244,6 +246,28 @@ TEST(DaemonEnvoyRlsTest, JsonDecidesAllOrNothingPeeksAndCounts) {
         R"(sluice_http_requests_total{code="429",endpoint="json"} 1)"}) {
     EXPECT_NE(text.find(std::string(line) + "\n"), std::string::npos) << line << "\n" << text;
   }
+}
+
+// What the config or the match validated once is not validated per call: only the bucket
+// key, made of the request's entries, can be out of bounds, and it is refused as such.
+TEST(DaemonEnvoyRlsTest, OnlyTheBucketKeyIsCheckedPerCall) {
+  limits_dir dir;
+  service svc(parse_config(with_section("  config: " + dir.file() + "\n"), "t.yaml"));
+  boost::asio::io_context ioc;
+  const auto long_key =
+      R"({"domain":"edge","descriptors":[)" + entry("tenant", std::string(2000, 'x')) + "]}";
+  auto r = post_json(svc, ioc, long_key);
+  EXPECT_EQ(r.result_int(), 400);
+  EXPECT_EQ(json::parse(r.body()).at("detail"),
+            "descriptor 0: " + make_error_code(errc::key_too_long).message())
+      << r.body();
+  // An override's policy (a fixed window of requests_per_unit, at most max_capacity) is
+  // decided as built.
+  const auto huge = R"({"domain":"edge","descriptors":[{"entries":[{"key":"tenant","value":"o"}],)"
+                    R"("limit":{"requestsPerUnit":4294967295,"unit":"SECOND"}}]})";
+  auto o = post_json(svc, ioc, huge);
+  EXPECT_EQ(o.result_int(), 200) << o.body();
+  EXPECT_EQ(json::parse(o.body()).at("overallCode"), "OK") << o.body();
 }
 
 TEST(DaemonEnvoyRlsTest, JsonRefusesWhatTheReferenceRefuses) {
