@@ -19,8 +19,6 @@
 namespace sluice::daemon {
 namespace {
 
-using steady = std::chrono::steady_clock;
-
 constexpr std::string_view auth_prefix = "/v1/auth";
 
 }  // namespace
@@ -73,7 +71,7 @@ void service::handle_auth(const http_request& req, const std::string& peer,
   }
   facts.headers = lookup;
 
-  const auto start = steady::now();
+  const auto start = now();
   const auto deny_status = rt->cfg.deny_status;
   // The plan reads the headers before it returns, so `lookup` may refer to `req`.
   auto planned = http::detail::plan(rt->rules, facts);
@@ -95,7 +93,7 @@ http_response service::auth_response(const runtime& rt, std::chrono::steady_cloc
                                      unsigned version, unsigned deny_status,
                                      std::string_view method, std::string_view path,
                                      http::evaluation e) {
-  metrics_.backend_latency(steady::now() - start);
+  metrics_.backend_latency(now() - start);
   for (const auto& o : e.outcomes) {
     if (o.skipped) {
       metrics_.decision("auth", o.policy, o.rule, "skipped");

@@ -18,8 +18,6 @@
 namespace sluice::daemon {
 namespace {
 
-using steady = std::chrono::steady_clock;
-
 template <class Int>
 void append_int(std::string& out, Int v) {
   char buf[24];
@@ -115,7 +113,7 @@ void service::handle_check(const http_request& req, std::shared_ptr<const runtim
   const auto cost = cr.cost;
   auto& policy_name = cr.policy;
 
-  const auto start = steady::now();
+  const auto start = now();
   auto& lim = rt->limiter_here();
   // Each policy has its own buckets: the same key under two policies is two limits. (Built
   // before the call: the handler below takes policy_name by move.)
@@ -143,7 +141,7 @@ void service::handle_check(const http_request& req, std::shared_ptr<const runtim
 http_response service::check_response(std::string_view endpoint, const std::string& policy_name,
                                       const policy& p, std::chrono::steady_clock::time_point start,
                                       unsigned version, std::error_code ec, const decision& d) {
-  metrics_.backend_latency(steady::now() - start);
+  metrics_.backend_latency(now() - start);
   if (ec) {  // validated before the check; only a bug could get here
     return problem_response(422, "invalid_input", ec.message(), version);
   }

@@ -9,12 +9,6 @@
 #include "http_responses.hpp"
 
 namespace sluice::daemon {
-namespace {
-
-using steady = std::chrono::steady_clock;
-
-}  // namespace
-
 void service::handle_json(const http_request& req, std::shared_ptr<const runtime> rt,
                           boost::asio::any_io_executor ex, const responder& done) {
   const auto version = req.version();
@@ -39,21 +33,21 @@ void service::handle_json(const http_request& req, std::shared_ptr<const runtime
     return done(problem_response(400, "invalid_request",
                                  "the body is not a RateLimitRequest in JSON: " + why, version));
   }
-  const auto start = steady::now();
+  const auto start = now();
   rls_->decide(std::move(rt), std::move(*parsed), ex, [this, done, version, start](rls_answer a) {
     done.answer([&] {
       switch (a.what) {
         case rls_answer::kind::decided: {
           const bool over = a.overall == rls_code::over_limit;
-          metrics_.rls_call("json", over ? "over_limit" : "ok", steady::now() - start);
+          metrics_.rls_call("json", over ? "over_limit" : "ok", now() - start);
           // As the reference's /json: 429 when over the limit.
           return plain(over ? 429 : 200, json_response(a), "application/json", version);
         }
         case rls_answer::kind::invalid:
-          metrics_.rls_call("json", "invalid_argument", steady::now() - start);
+          metrics_.rls_call("json", "invalid_argument", now() - start);
           return problem_response(400, "invalid_request", a.why, version);
         case rls_answer::kind::unavailable:
-          metrics_.rls_call("json", "unavailable", steady::now() - start);
+          metrics_.rls_call("json", "unavailable", now() - start);
           return problem_response(503, "backend_error", a.why, version);
         case rls_answer::kind::disabled:
           break;

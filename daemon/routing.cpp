@@ -80,7 +80,7 @@ void service::responder::operator()(http_response res) const {
     res.body().clear();
     res.content_length(n);
   }
-  p.svc->metrics_.request(p.endpoint, res.result_int(), steady::now() - p.start);
+  p.svc->metrics_.request(p.endpoint, res.result_int(), p.svc->now() - p.start);
   if (p.answered.exchange(true)) return;
   p.done(std::move(res));
 }
@@ -107,8 +107,8 @@ void service::handle(http_request req, std::string peer, boost::asio::any_io_exe
   std::shared_ptr<pending> p;
   try {
     const auto target = sv(req.target());
-    p = std::make_shared<pending>(this, std::move(done), steady::now(), endpoint_of(target),
-                                  req.version(), req.method() == bhttp::verb::head);
+    p = std::make_shared<pending>(this, std::move(done), now(), endpoint_of(target), req.version(),
+                                  req.method() == bhttp::verb::head);
   } catch (...) {
     return;  // no memory for the request's state: `done` is destroyed unanswered
   }

@@ -90,6 +90,14 @@ class service {
   void handle(http_request req, std::string peer, boost::asio::any_io_executor ex,
               done_handler done) noexcept;
 
+  /// Now on the service's clock (`time_source`, else steady_clock), for latencies: only
+  /// differences of two of these mean anything (the epoch is the clock's own).
+  std::chrono::steady_clock::time_point now() const noexcept {
+    if (!time_source_) return std::chrono::steady_clock::now();
+    return std::chrono::steady_clock::time_point(
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(time_source_->now()));
+  }
+
   metrics& stats() noexcept { return metrics_; }
   /// Envoy RLS decisions (the gRPC listener and POST /json).
   rls_decider& rls() noexcept { return *rls_; }

@@ -54,7 +54,7 @@ class DaemonServiceTest : public ::testing::Test {
   }
 
   boost::asio::io_context ioc_;
-  service svc_{test_config()};
+  service svc_{test_config(), {}, test::unit_clock()};
 };
 
 TEST_F(DaemonServiceTest, CheckAnswersWithTheDecision) {
@@ -150,7 +150,8 @@ TEST(DaemonServiceWindowTest, CheckAndAuthDenyPastTheWindowsLimit) {
 rules:
   - {name: search, match: {path_prefix: /search}, key: ip, policy: search}
 )",
-                           "window.yaml"));
+                           "window.yaml"),
+              {}, test::unit_clock());
   boost::asio::io_context ioc;
   auto call = [&](const std::string& method, const std::string& target, const std::string& body) {
     http_request req;
@@ -230,7 +231,8 @@ rules:
   - {name: c, match: {path_prefix: /login}, key: ip, policy: login}
   - {name: check, match: {path_prefix: /login}, key: ip, policy: login}
 )",
-                           "keys.yaml"));
+                           "keys.yaml"),
+              {}, test::unit_clock());
   boost::asio::io_context ioc;
   auto run = [&](http_request req, const std::string& peer) {
     req.version(11);
@@ -280,7 +282,8 @@ TEST_F(DaemonServiceTest, HeadProbesGetTheHeadersWithoutABody) {
 }
 
 TEST(DaemonServiceReloadTest, MemoryBucketsSurviveATimeoutChange) {
-  service svc(parse_config("policies: {api: {capacity: 1, refill_per_second: 0.001}}", "m.yaml"));
+  service svc(parse_config("policies: {api: {capacity: 1, refill_per_second: 0.001}}", "m.yaml"),
+              {}, test::unit_clock());
   const auto before = svc.current()->lim;
   auto c = parse_config(
       "backend_timeout_ms: 7\nkey_prefix: \"x:\"\npolicies: {api: {capacity: 1, "
@@ -296,7 +299,7 @@ TEST(DaemonServiceReloadTest, AServerThreadsCopyFollowsAReload) {
   boost::asio::io_context worker;
   service svc(parse_config("deny_status: 429\npolicies: {api: {capacity: 1, refill_per_second: 1}}",
                            "r.yaml"),
-              {&worker});
+              {&worker}, test::unit_clock());
   auto on_worker = [&] {
     std::shared_ptr<const runtime> seen;
     boost::asio::post(worker, [&] { seen = svc.current(); });
@@ -324,7 +327,7 @@ TEST(DaemonServiceReloadTest, ReloadKeepsTheCommandLineOverrides) {
   const command_line_overrides cli{"127.0.0.1:9999", 1, "warn"};
   auto c = load_config_file(path);
   cli.apply(c);
-  service svc(c);
+  service svc(c, {}, test::unit_clock());
   ASSERT_TRUE(svc.reload(path, [&](config& next) { cli.apply(next); }));
   const auto& now = svc.current()->cfg;
   EXPECT_EQ(now.log_level, "warn");
