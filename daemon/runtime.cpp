@@ -54,7 +54,16 @@ sluice::limiter_stats runtime::limiter_stats() const noexcept {
   if (thread_limiters.empty()) return lim->stats();
   sluice::limiter_stats sum;
   for (const auto& [io, l] : thread_limiters) {
-    sum.cached_denials_evicted += l->stats().cached_denials_evicted;
+    const auto s = l->stats();
+    sum.allowed += s.allowed;
+    sum.denied += s.denied;
+    sum.invalid += s.invalid;
+    sum.degraded_open += s.degraded_open;
+    sum.degraded_closed += s.degraded_closed;
+    sum.degraded_local += s.degraded_local;
+    sum.backend_errors += s.backend_errors;
+    sum.cached_denials += s.cached_denials;
+    sum.cached_denials_evicted += s.cached_denials_evicted;
   }
   return sum;
 }

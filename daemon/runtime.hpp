@@ -32,7 +32,7 @@ struct runtime {
   limiter& limiter_here() const noexcept;
   /// The backend's counters, summed over the per-thread connections.
   sluice::backend_stats backend_stats() const noexcept;
-  /// The limiters' counters (summed over the per-thread limiters: only what /metrics reads).
+  /// The limiters' counters, summed over the per-thread limiters.
   sluice::limiter_stats limiter_stats() const noexcept;
 };
 
