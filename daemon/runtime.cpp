@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <spdlog/spdlog.h>
+#include <boost/asio/post.hpp>
 
 #include <sluice/backend_url.hpp>
 #include <sluice/memory_backend.hpp>
@@ -79,32 +80,40 @@ service::service(config c, std::vector<boost::asio::io_context*> workers,
                  std::shared_ptr<const clock> time_source)
     : workers_(std::move(workers)),
       time_source_(std::move(time_source)),
-      current_(build(std::move(c), nullptr)),
-      copies_(workers_.size()),
+      published_(std::make_shared<published>(build(std::move(c), nullptr), workers_.size())),
       rls_(std::make_unique<rls_decider>(metrics_)) {
   metrics_.set_max_rls_series(current()->cfg.envoy_rls.max_metric_series);
 }
 
-std::shared_ptr<const runtime> service::current() const {
-  // Read before current_: a generation seen here was raised after its runtime was stored.
-  const auto generation = generation_.load(std::memory_order_acquire);
-  for (std::size_t i = 0; i < workers_.size(); ++i) {
-    if (!workers_[i]->get_executor().running_in_this_thread()) continue;
-    auto& copy = copies_[i];
-    if (copy.generation != generation) {
-      // A reload published another runtime since this thread last looked (or this is its
-      // first request). An idle thread keeps the old one until its next request.
-      copy.rt = current_.load(std::memory_order_acquire);
-      copy.generation = generation;
-    }
-    return copy.rt;
+service::published::published(std::shared_ptr<const runtime> first, std::size_t threads)
+    : current(std::move(first)), copies(threads) {}
+
+const std::shared_ptr<const runtime>& service::published::copy_for(std::size_t i) {
+  // Read before `current`: a generation seen here was raised after its runtime was stored.
+  const auto now = generation.load(std::memory_order_acquire);
+  auto& copy = copies[i];
+  if (copy.generation != now) {
+    copy.rt = current.load(std::memory_order_acquire);
+    copy.generation = now;
   }
-  return current_.load(std::memory_order_acquire);
+  return copy.rt;
+}
+
+std::shared_ptr<const runtime> service::current() const {
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    if (workers_[i]->get_executor().running_in_this_thread()) return published_->copy_for(i);
+  }
+  return published_->current.load(std::memory_order_acquire);
 }
 
 void service::publish(std::shared_ptr<const runtime> next) {
-  current_.store(std::move(next), std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_release);
+  published_->current.store(std::move(next), std::memory_order_release);
+  published_->generation.fetch_add(1, std::memory_order_release);
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    boost::asio::post(*workers_[i], [weak = std::weak_ptr<published>(published_), i] {
+      if (const auto p = weak.lock()) p->copy_for(i);
+    });
+  }
 }
 
 std::shared_ptr<const runtime> service::build(config c,
@@ -156,7 +165,7 @@ std::shared_ptr<const runtime> service::build(config c,
 void service::apply(config c) {
   // Two reloads at once would each build on the same predecessor: one at a time.
   std::lock_guard lock(apply_mu_);
-  auto prev = current_.load(std::memory_order_acquire);
+  auto prev = published_->current.load(std::memory_order_acquire);
   auto next = build(std::move(c), prev);
   metrics_.set_max_rls_series(next->cfg.envoy_rls.max_metric_series);
   publish(std::move(next));

@@ -61,14 +61,17 @@ class service {
   /// thread, outliving the service), on which a standalone Redis backend's connections run;
   /// none: the backend runs its own I/O thread. Throws std::invalid_argument when the
   /// backend cannot be created (e.g. a malformed redis:// URL). `time_source` (default:
-  /// steady_clock) times the memory backend and the over-limit cache: tests and fuzz
-  /// targets pass a manual clock so that their decisions do not depend on the machine.
+  /// steady_clock) times the memory backend, the over-limit cache and the latency metrics
+  /// (now()): tests and fuzz targets pass a manual clock so that nothing they see depends
+  /// on the machine.
   explicit service(config c, std::vector<boost::asio::io_context*> workers = {},
                    std::shared_ptr<const clock> time_source = nullptr);
 
   /// The runtime in force now. Takes no lock: on a server thread (one of `workers`) it is
   /// that thread's own copy, taken again only after a reload published a newer runtime (one
   /// atomic load per call); on any other thread it is read from the atomic shared_ptr.
+  /// After apply(), each server thread takes the new runtime at its next request or at the
+  /// refresh apply() posts to it, whichever comes first.
   std::shared_ptr<const runtime> current() const;
 
   /// Replaces the runtime with one for `c` (listen address and threads are start-up only).
@@ -205,23 +208,34 @@ class service {
 
   /// One server thread's copy of the runtime in force, read and replaced by that thread
   /// only (current()): a request then reads no word that another thread writes, except
-  /// generation_, which changes once per reload. Aligned so that neighbours share no line.
+  /// the generation, which changes once per reload. Aligned so that neighbours share no line.
   struct alignas(64) thread_copy {
     std::uint64_t generation = 0;  ///< of `rt`; 0: none taken yet
     std::shared_ptr<const runtime> rt;
   };
-  /// Makes `next` the runtime in force (apply_mu_ held).
+  /// The runtime in force and the server threads' copies of it. Shared with the refreshes
+  /// that publish() posts to the server threads, which may run after the service is gone.
+  struct published {
+    published(std::shared_ptr<const runtime> first, std::size_t threads);
+    /// Server thread i's copy, taken again first if a newer runtime was published since.
+    /// On that thread only.
+    const std::shared_ptr<const runtime>& copy_for(std::size_t i);
+
+    // libstdc++ 12's atomic<shared_ptr> is not lock-free (a load sets a lock bit in the
+    // control block pointer while it copies): requests on the server threads read their
+    // thread_copy instead, and load this only when `generation` says it changed.
+    std::atomic<std::shared_ptr<const runtime>> current;
+    std::atomic<std::uint64_t> generation{1};  // raised after each store to `current`
+    std::vector<thread_copy> copies;           // copies[i]: workers_[i]'s
+  };
+  /// Makes `next` the runtime in force (apply_mu_ held), and has every server thread take
+  /// it soon, so that an idle thread does not hold the previous one (and its backend).
   void publish(std::shared_ptr<const runtime> next);
 
-  const std::vector<boost::asio::io_context*> workers_;  // before current_: build() uses it
+  const std::vector<boost::asio::io_context*> workers_;  // before published_: build() uses it
   const std::shared_ptr<const clock> time_source_;       // likewise
   std::mutex apply_mu_;  // one apply() at a time; never taken by a request
-  // libstdc++ 12's atomic<shared_ptr> is not lock-free (a load sets a lock bit in the
-  // control block pointer while it copies): requests on the server threads read their
-  // thread_copy instead, and load this only when generation_ says it changed.
-  std::atomic<std::shared_ptr<const runtime>> current_;
-  std::atomic<std::uint64_t> generation_{1};  // raised after each store to current_
-  mutable std::vector<thread_copy> copies_;   // copies_[i]: workers_[i]'s
+  const std::shared_ptr<published> published_;
   metrics metrics_;
   std::unique_ptr<rls_decider> rls_;  // after metrics_, which it counts in
   log_throttle internal_errors_log_;

@@ -293,8 +293,9 @@ TEST(DaemonServiceReloadTest, MemoryBucketsSurviveATimeoutChange) {
   EXPECT_EQ(svc.current()->lim, before) << "the memory backend has no timeouts or prefix";
 }
 
-// A server thread reads its own copy of the runtime (no lock): after a reload, its next
-// request sees the new one, and off the server threads current() reads the shared one.
+// A server thread reads its own copy of the runtime (no lock): after a reload, it takes the
+// new one (at the refresh the reload posts it, or at its next request), and off the server
+// threads current() reads the shared one.
 TEST(DaemonServiceReloadTest, AServerThreadsCopyFollowsAReload) {
   boost::asio::io_context worker;
   service svc(parse_config("deny_status: 429\npolicies: {api: {capacity: 1, refill_per_second: 1}}",
@@ -314,6 +315,10 @@ TEST(DaemonServiceReloadTest, AServerThreadsCopyFollowsAReload) {
   auto c = parse_config("deny_status: 403\npolicies: {api: {capacity: 1, refill_per_second: 1}}",
                         "r.yaml");
   svc.apply(c);
+  // The reload posts the thread a refresh: idle, it lets go of the old runtime all the same.
+  worker.restart();
+  worker.run();
+  EXPECT_EQ(first.use_count(), 1) << "only this test still holds the replaced runtime";
   const auto second = on_worker();
   EXPECT_NE(second, first);
   EXPECT_EQ(second->cfg.deny_status, 403u);
