@@ -1,10 +1,14 @@
 // The daemon's request handling without sockets: service::handle driven on an io_context.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <optional>
+#include <thread>
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <nlohmann/json.hpp>
@@ -323,6 +327,52 @@ TEST(DaemonServiceReloadTest, AServerThreadsCopyFollowsAReload) {
   EXPECT_NE(second, first);
   EXPECT_EQ(second->cfg.deny_status, 403u);
   EXPECT_EQ(second, svc.current());
+}
+
+// Reloads while two server threads read the runtime: every read is a whole runtime, one of
+// those applied, and once the threads are done each holds the last one (TSan checks the
+// copies are touched by their own thread only).
+TEST(DaemonServiceReloadTest, ServerThreadsReadWhileReloadsApply) {
+  boost::asio::io_context a, b;
+  auto config_with = [](unsigned deny_status) {
+    return parse_config("deny_status: " + std::to_string(deny_status) +
+                            "\npolicies: {api: {capacity: 1, refill_per_second: 1}}",
+                        "r.yaml");
+  };
+  service svc(config_with(400), {&a, &b}, test::unit_clock());
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0};
+  auto reader = [&](boost::asio::io_context& io) {
+    return std::thread([&] {
+      auto guard = boost::asio::make_work_guard(io);
+      std::function<void()> read = [&] {
+        const auto rt = svc.current();
+        if (!rt || rt->cfg.deny_status < 400 || rt->cfg.deny_status > 499) ++bad;
+        if (!stop.load()) boost::asio::post(io, read);
+      };
+      boost::asio::post(io, read);
+      while (!stop.load()) io.run_one();
+      guard.reset();
+      io.run();
+    });
+  };
+  auto ta = reader(a);
+  auto tb = reader(b);
+  for (unsigned i = 1; i <= 50; ++i) svc.apply(config_with(400 + i));
+  stop = true;
+  ta.join();
+  tb.join();
+  EXPECT_EQ(bad.load(), 0);
+  // The refreshes the last reload posted have run: each thread's copy is the last runtime.
+  std::shared_ptr<const runtime> on_a, on_b;
+  boost::asio::post(a, [&] { on_a = svc.current(); });
+  boost::asio::post(b, [&] { on_b = svc.current(); });
+  a.restart();
+  a.run();
+  b.restart();
+  b.run();
+  EXPECT_EQ(on_a->cfg.deny_status, 450u);
+  EXPECT_EQ(on_a, on_b);
 }
 
 TEST(DaemonServiceReloadTest, ReloadKeepsTheCommandLineOverrides) {
