@@ -88,12 +88,17 @@ service::service(config c, std::vector<boost::asio::io_context*> workers,
 service::published::published(std::shared_ptr<const runtime> first, std::size_t threads)
     : current(std::move(first)), copies(threads) {}
 
+std::shared_ptr<const runtime> service::published::load() const {
+  std::lock_guard lock(mu);
+  return current;
+}
+
 const std::shared_ptr<const runtime>& service::published::copy_for(std::size_t i) {
   // Read before `current`: a generation seen here was raised after its runtime was stored.
   const auto now = generation.load(std::memory_order_acquire);
   auto& copy = copies[i];
   if (copy.generation != now) {
-    copy.rt = current.load(std::memory_order_acquire);
+    copy.rt = load();
     copy.generation = now;
   }
   return copy.rt;
@@ -103,11 +108,14 @@ std::shared_ptr<const runtime> service::current() const {
   for (std::size_t i = 0; i < workers_.size(); ++i) {
     if (workers_[i]->get_executor().running_in_this_thread()) return published_->copy_for(i);
   }
-  return published_->current.load(std::memory_order_acquire);
+  return published_->load();
 }
 
 void service::publish(std::shared_ptr<const runtime> next) {
-  published_->current.store(std::move(next), std::memory_order_release);
+  {
+    std::lock_guard lock(published_->mu);
+    published_->current.swap(next);  // the old runtime goes outside the lock
+  }
   published_->generation.fetch_add(1, std::memory_order_release);
   for (std::size_t i = 0; i < workers_.size(); ++i) {
     boost::asio::post(*workers_[i], [weak = std::weak_ptr<published>(published_), i] {
@@ -165,7 +173,7 @@ std::shared_ptr<const runtime> service::build(config c,
 void service::apply(config c) {
   // Two reloads at once would each build on the same predecessor: one at a time.
   std::lock_guard lock(apply_mu_);
-  auto prev = published_->current.load(std::memory_order_acquire);
+  auto prev = published_->load();
   auto next = build(std::move(c), prev);
   metrics_.set_max_rls_series(next->cfg.envoy_rls.max_metric_series);
   publish(std::move(next));

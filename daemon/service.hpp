@@ -69,7 +69,7 @@ class service {
 
   /// The runtime in force now. Takes no lock: on a server thread (one of `workers`) it is
   /// that thread's own copy, taken again only after a reload published a newer runtime (one
-  /// atomic load per call); on any other thread it is read from the atomic shared_ptr.
+  /// atomic load per call); on any other thread it is read under a mutex.
   /// After apply(), each server thread takes the new runtime at its next request or at the
   /// refresh apply() posts to it, whichever comes first.
   std::shared_ptr<const runtime> current() const;
@@ -221,11 +221,16 @@ class service {
     /// On that thread only.
     const std::shared_ptr<const runtime>& copy_for(std::size_t i);
 
-    // libstdc++ 12's atomic<shared_ptr> is not lock-free (a load sets a lock bit in the
-    // control block pointer while it copies): requests on the server threads read their
-    // thread_copy instead, and load this only when `generation` says it changed.
-    std::atomic<std::shared_ptr<const runtime>> current;
-    std::atomic<std::uint64_t> generation{1};  // raised after each store to `current`
+    /// The runtime in force, as current() reads it off the server threads.
+    std::shared_ptr<const runtime> load() const;
+
+    // Requests on the server threads read their thread_copy and take this mutex only when
+    // `generation` says a reload happened. (std::atomic<std::shared_ptr> would be no
+    // cheaper: libstdc++ 12's is not lock-free, a load spins on a lock bit in the control
+    // block pointer, and TSan reports its relaxed unlock as a data race.)
+    mutable std::mutex mu;
+    std::shared_ptr<const runtime> current;    // guarded by mu
+    std::atomic<std::uint64_t> generation{1};  // raised after each change of `current`
     std::vector<thread_copy> copies;           // copies[i]: workers_[i]'s
   };
   /// Makes `next` the runtime in force (apply_mu_ held), and has every server thread take
