@@ -1,7 +1,7 @@
 #pragma once
 // The admin endpoints' pieces that need no request or socket: the token file, the
 // Authorization header, the constant-time comparison, and which key operation an endpoint
-// is. The service (service.cpp) answers the requests.
+// is. The service (admin_endpoints.cpp) answers the requests.
 #include <cstddef>
 #include <optional>
 #include <string>

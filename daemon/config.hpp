@@ -1,6 +1,9 @@
 #pragma once
 // The daemon's configuration: parsed once from YAML, validated, then immutable. A reload
 // parses a whole new config and swaps it in; nothing here changes while serving.
+// The schema (these structs, their defaults, config_error) is defined in config.cpp; the YAML
+// reader (parse_config, load_config_file), which checks each field where it reads it so that
+// an error names its line, in config_yaml.cpp.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>

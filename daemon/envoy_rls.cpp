@@ -1,6 +1,7 @@
 #include "envoy_rls.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <limits>
 #include <span>
 #include <utility>
@@ -10,6 +11,7 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include <sluice/error.hpp>
 #include <sluice/limiter.hpp>
 
 #include "complete_on.hpp"
@@ -243,13 +245,20 @@ void rls_decider::decide(std::shared_ptr<const runtime> rt, rls_request req,
     const auto& m = j->matches[i];
     j->hits[i] = d.hits_addend ? *d.hits_addend : request_hits;
     if (!m.matched) continue;
-    if (m.requests_per_unit == 0 || validate(m.policy) || j->hits[i] > limit_of(m.policy)) {
+    if (m.requests_per_unit == 0 || j->hits[i] > limit_of(m.policy)) {
       j->kinds[i] = item_kind::over;
       denied_already = denied_already || !m.shadow_mode;
       continue;
     }
-    if (auto ec = validate(m.bucket_key, m.policy, j->peek_cost(i))) {
-      return invalid("descriptor " + std::to_string(i) + ": " + ec.message());
+    // Validated once, not per call: a config limit's policy when the config loaded
+    // (rls_config), an override's where the match built it (a fixed window of 1..
+    // max_capacity per unit); and the cost is 1..limit_of(policy) by the test above. Only the
+    // bucket key, made of the request's entries, can be out of bounds (it is never empty).
+    assert(!validate(m.policy));
+    assert(!m.bucket_key.empty() && j->peek_cost(i) <= limit_of(m.policy));
+    if (m.bucket_key.size() > max_key_size) {
+      return invalid("descriptor " + std::to_string(i) + ": " +
+                     make_error_code(errc::key_too_long).message());
     }
     j->kinds[i] = j->hits[i] == 0 ? item_kind::peek
                   : m.shadow_mode ? item_kind::shadow

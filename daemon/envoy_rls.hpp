@@ -3,7 +3,7 @@
 // apart from its transports: one request's descriptors matched against the `envoy_rls`
 // limits (src/envoy/rls_match.hpp) and decided by the daemon's limiter, all of a request's
 // limits in one all-or-nothing step. The gRPC listener (envoy_rls_server.hpp) and
-// POST /json on the HTTP listener (service.cpp) both call rls_decider::decide.
+// POST /json on the HTTP listener (json_endpoint.cpp) both call rls_decider::decide.
 #include <chrono>
 #include <cstdint>
 #include <functional>

@@ -42,7 +42,7 @@ int select_h2(SSL*, const unsigned char** out, unsigned char* outlen, const unsi
   return SSL_TLSEXT_ERR_NOACK;
 }
 
-// The PEM contents were read and checked when the config loaded (config.cpp).
+// The PEM contents were read and checked when the config loaded (config_yaml.cpp).
 std::shared_ptr<asio::ssl::context> tls_context(const envoy_rls_config::tls_config& tls) {
   if (!tls.enabled()) return nullptr;
   auto ctx = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);

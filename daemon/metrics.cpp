@@ -122,6 +122,7 @@ struct metrics::families {
   prometheus::Family<prometheus::Gauge>& memory_keys;
   prometheus::Family<prometheus::Counter>& memory_evicted_live;
   prometheus::Family<prometheus::Counter>& cached_denials_evicted;
+  prometheus::Family<prometheus::Counter>& cached_denials;
   // Latencies from 100 us (memory, local Redis) to 2.5 s (far beyond any sane timeout).
   const prometheus::Histogram::BucketBoundaries buckets{
       0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
@@ -302,6 +303,11 @@ metrics::metrics() : registry_(std::make_shared<prometheus::Registry>()) {
           .Help("Denials the over-limit cache (cache_denials) forgot before they lapsed, to "
                 "make room: each costs that key's next check a backend call, nothing more")
           .Register(r),
+      prometheus::BuildCounter()
+          .Name("sluice_cached_denials_total")
+          .Help("Checks the over-limit cache (cache_denials) denied in-process, without a "
+                "backend call (the limiter's count; they are denials in sluice_decisions_total)")
+          .Register(r),
   });
   // Present from the start, so dashboards see zeros rather than nothing.
   f_->backend_latency_series = &f_->backend_latency.Add({}, f_->buckets);
@@ -317,6 +323,7 @@ metrics::metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   f_->internal_errors.Add({{"where", "request"}});
   f_->internal_errors.Add({{"where", "io"}});
   backend_counters(backend_stats{});
+  limiter_counters(limiter_stats{});
 }
 
 metrics::~metrics() = default;
@@ -502,10 +509,14 @@ void metrics::backend_counters(const backend_stats& s) {
 
 void metrics::limiter_counters(const limiter_stats& s) {
   std::lock_guard lock(backend_mu_);
-  const auto now = s.cached_denials_evicted, before = last_cached_denials_evicted_;
-  f_->cached_denials_evicted.Add({}).Increment(
-      static_cast<double>(now >= before ? now - before : now));
-  last_cached_denials_evicted_ = now;
+  const auto& last = last_limiter_;
+  auto advance = [](prometheus::Counter& c, std::uint64_t now, std::uint64_t before) {
+    c.Increment(static_cast<double>(now >= before ? now - before : now));
+  };
+  advance(f_->cached_denials_evicted.Add({}), s.cached_denials_evicted,
+          last.cached_denials_evicted);
+  advance(f_->cached_denials.Add({}), s.cached_denials, last.cached_denials);
+  last_limiter_ = s;
 }
 
 std::string metrics::serialize() const {

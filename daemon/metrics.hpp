@@ -91,7 +91,8 @@ class metrics {
   /// counters advance by what they grew since the last call (a backend replaced by a reload
   /// starts again from zero: its whole count is added).
   void backend_counters(const backend_stats& s);
-  /// The limiters' counters that sluiced does not count itself, at a scrape.
+  /// The limiters' counters that sluiced does not count itself, at a scrape, exported as
+  /// backend_counters() exports the backend's (the library counts, the daemon exports).
   void limiter_counters(const limiter_stats& s);
 
   /// The text exposition format (version 0.0.4). Label values are printable UTF-8: bytes
@@ -105,9 +106,9 @@ class metrics {
  private:
   struct families;
   std::atomic<std::size_t> max_rls_series_{10'000};
-  std::mutex backend_mu_;  // guards last_backend_
+  std::mutex backend_mu_;  // guards last_backend_ and last_limiter_
   backend_stats last_backend_;
-  std::uint64_t last_cached_denials_evicted_ = 0;  // guarded by backend_mu_
+  limiter_stats last_limiter_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<families> f_;
 };

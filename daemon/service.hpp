@@ -1,9 +1,20 @@
 #pragma once
 // The daemon's request handling, apart from sockets: routes one parsed HTTP request to
 // /v1/check, /v1/peek, /v1/auth, the admin endpoints (/v1/reset, /v1/refund, /v1/penalize,
-// /v1/block), /metrics, /healthz or /readyz and produces the response. The server
+// /v1/block), /json, /metrics, /healthz or /readyz and produces the response. The server
 // (server.hpp) owns connections and calls service::handle for each request.
+//
+// One file per concern implements it:
+//   runtime.cpp           the runtime in force: building it (backend, limiters), reload
+//   routing.cpp           handle(): one request to its endpoint, answered once; problem+json
+//   check_endpoint.cpp    /v1/check and /v1/peek, and the request checks the admin calls share
+//   admin_endpoints.cpp   /v1/reset, /v1/refund, /v1/penalize, /v1/block
+//   auth_endpoint.cpp     /v1/auth (forward auth by the rules)
+//   json_endpoint.cpp     POST /json (Envoy's ShouldRateLimit as JSON)
+//   health_endpoints.cpp  /healthz, /readyz and /metrics
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -28,6 +39,7 @@
 #include "envoy_rls.hpp"
 #include "log_throttle.hpp"
 #include "metrics.hpp"
+#include "runtime.hpp"
 
 namespace sluice::daemon {
 
@@ -42,27 +54,6 @@ inline constexpr std::string_view check_key_prefix = "@check:";
 /// sluice::max_key_size with a policy name of up to 64 characters.
 inline constexpr std::size_t max_check_key_size = 900;
 
-/// One config in force: immutable; a reload builds a new one and swaps the pointer.
-struct runtime {
-  config cfg;
-  std::shared_ptr<const http::rule_set> rules;
-  /// Shared by successive runtimes while the backend settings stay the same, so a reload
-  /// keeps the memory backend's buckets and the Redis connection.
-  std::shared_ptr<limiter> lim;
-  /// On a standalone Redis backend, one limiter per server thread, each with its own
-  /// connection that the thread's io_context runs (redis_options::run_on): a check then
-  /// never hands off to another thread. `lim` is the first of them. Empty otherwise.
-  std::vector<std::pair<boost::asio::io_context*, std::shared_ptr<limiter>>> thread_limiters;
-  bool memory_backend = true;
-
-  /// The limiter for a check made on this thread: its own, or `lim` off the server threads.
-  limiter& limiter_here() const noexcept;
-  /// The backend's counters, summed over the per-thread connections.
-  sluice::backend_stats backend_stats() const noexcept;
-  /// The limiters' counters (summed over the per-thread limiters: only what /metrics reads).
-  sluice::limiter_stats limiter_stats() const noexcept;
-};
-
 /// Thread-safe.
 class service {
  public:
@@ -70,12 +61,17 @@ class service {
   /// thread, outliving the service), on which a standalone Redis backend's connections run;
   /// none: the backend runs its own I/O thread. Throws std::invalid_argument when the
   /// backend cannot be created (e.g. a malformed redis:// URL). `time_source` (default:
-  /// steady_clock) times the memory backend and the over-limit cache: tests and fuzz
-  /// targets pass a manual clock so that their decisions do not depend on the machine.
+  /// steady_clock) times the memory backend, the over-limit cache and the latency metrics
+  /// (now()): tests and fuzz targets pass a manual clock so that nothing they see depends
+  /// on the machine.
   explicit service(config c, std::vector<boost::asio::io_context*> workers = {},
                    std::shared_ptr<const clock> time_source = nullptr);
 
-  /// The runtime in force now.
+  /// The runtime in force now. Takes no lock: on a server thread (one of `workers`) it is
+  /// that thread's own copy, taken again only after a reload published a newer runtime (one
+  /// atomic load per call); on any other thread it is read under a mutex.
+  /// After apply(), each server thread takes the new runtime at its next request or at the
+  /// refresh apply() posts to it, whichever comes first.
   std::shared_ptr<const runtime> current() const;
 
   /// Replaces the runtime with one for `c` (listen address and threads are start-up only).
@@ -96,6 +92,14 @@ class service {
   /// called (the connection's session then closes the connection).
   void handle(http_request req, std::string peer, boost::asio::any_io_executor ex,
               done_handler done) noexcept;
+
+  /// Now on the service's clock (`time_source`, else steady_clock), for latencies: only
+  /// differences of two of these mean anything (the epoch is the clock's own).
+  std::chrono::steady_clock::time_point now() const noexcept {
+    if (!time_source_) return std::chrono::steady_clock::now();
+    return std::chrono::steady_clock::time_point(
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(time_source_->now()));
+  }
 
   metrics& stats() noexcept { return metrics_; }
   /// Envoy RLS decisions (the gRPC listener and POST /json).
@@ -194,13 +198,49 @@ class service {
   /// POST /json: Envoy's ShouldRateLimit as JSON (the reference service's endpoint).
   void handle_json(const http_request& req, std::shared_ptr<const runtime> rt,
                    boost::asio::any_io_executor ex, const responder& done);
+  /// GET /healthz: the process answers.
+  void handle_health(const http_request& req, const responder& done);
+  /// GET /metrics: Prometheus text.
+  void handle_metrics(const http_request& req, const runtime& rt, const responder& done);
+  /// GET /readyz: a probe of every connection of the backend.
   void handle_ready(const http_request& req, std::shared_ptr<const runtime> rt,
                     boost::asio::any_io_executor ex, const responder& done);
 
-  const std::vector<boost::asio::io_context*> workers_;  // before current_: build() uses it
+  /// One server thread's copy of the runtime in force, read and replaced by that thread
+  /// only (current()): a request then reads no word that another thread writes, except
+  /// the generation, which changes once per reload. Aligned so that neighbours share no line.
+  struct alignas(64) thread_copy {
+    std::uint64_t generation = 0;  ///< of `rt`; 0: none taken yet
+    std::shared_ptr<const runtime> rt;
+  };
+  /// The runtime in force and the server threads' copies of it. Shared with the refreshes
+  /// that publish() posts to the server threads, which may run after the service is gone.
+  struct published {
+    published(std::shared_ptr<const runtime> first, std::size_t threads);
+    /// Server thread i's copy, taken again first if a newer runtime was published since.
+    /// On that thread only.
+    const std::shared_ptr<const runtime>& copy_for(std::size_t i);
+
+    /// The runtime in force, as current() reads it off the server threads.
+    std::shared_ptr<const runtime> load() const;
+
+    // Requests on the server threads read their thread_copy and take this mutex only when
+    // `generation` says a reload happened. (std::atomic<std::shared_ptr> would be no
+    // cheaper: libstdc++ 12's is not lock-free, a load spins on a lock bit in the control
+    // block pointer, and TSan reports its relaxed unlock as a data race.)
+    mutable std::mutex mu;
+    std::shared_ptr<const runtime> current;    // guarded by mu
+    std::atomic<std::uint64_t> generation{1};  // raised after each change of `current`
+    std::vector<thread_copy> copies;           // copies[i]: workers_[i]'s
+  };
+  /// Makes `next` the runtime in force (apply_mu_ held), and has every server thread take
+  /// it soon, so that an idle thread does not hold the previous one (and its backend).
+  void publish(std::shared_ptr<const runtime> next);
+
+  const std::vector<boost::asio::io_context*> workers_;  // before published_: build() uses it
   const std::shared_ptr<const clock> time_source_;       // likewise
-  mutable std::mutex mu_;
-  std::shared_ptr<const runtime> current_;
+  std::mutex apply_mu_;  // one apply() at a time; never taken by a request
+  const std::shared_ptr<published> published_;
   metrics metrics_;
   std::unique_ptr<rls_decider> rls_;  // after metrics_, which it counts in
   log_throttle internal_errors_log_;

@@ -4,6 +4,10 @@ if(TARGET sluice_daemon AND TARGET sluice_unit_tests)
   # sluice_envoy_grpc: a test checks the generated service's name (what Envoy calls).
   target_link_libraries(sluice_unit_tests PRIVATE sluice_daemon sluice_envoy_grpc)
 endif()
+# daemon_rls_routing_test drives the daemon's service in-process on a real Redis.
+if(TARGET sluice_daemon AND TARGET sluice_integration_tests)
+  target_link_libraries(sluice_integration_tests PRIVATE sluice_daemon)
+endif()
 if(TARGET sluiced)
   target_compile_definitions(sluice_test_support PRIVATE SLUICE_SLUICED_PATH="$<TARGET_FILE:sluiced>")
   if(TARGET sluice_integration_tests)

@@ -45,9 +45,9 @@ std::string_view code_label(const rls_answer& a) {
 
 // Runs where the decision completes: inline on the memory backend, else on the call's
 // connection thread (decide posts to its executor). The connection may be gone by then.
-void answer_decision(metrics& stats, const std::weak_ptr<call_sink>& weak, std::int32_t id,
-                     steady::time_point start, const rls_answer& a) {
-  stats.rls_call("grpc", code_label(a), steady::now() - start);
+void answer_decision(const service& svc, metrics& stats, const std::weak_ptr<call_sink>& weak,
+                     std::int32_t id, steady::time_point start, const rls_answer& a) {
+  stats.rls_call("grpc", code_label(a), svc.now() - start);
   const auto sink = weak.lock();
   if (!sink) return;
   try {
@@ -85,19 +85,18 @@ void rls_calls::serve(const h2_call& call, const std::shared_ptr<call_sink>& sin
 
 void rls_calls::should_rate_limit(const h2_call& call, const std::shared_ptr<call_sink>& sink,
                                   const boost::asio::any_io_executor& ex) {
-  const auto start = steady::now();
+  const auto start = svc_.now();
   auto& stats = svc_.stats();
   pb::RateLimitRequest req;
   if (!req.ParseFromArray(call.message.data(), static_cast<int>(call.message.size()))) {
-    stats.rls_call("grpc", "invalid_argument", steady::now() - start);
+    stats.rls_call("grpc", "invalid_argument", svc_.now() - start);
     return sink->answer(call.stream_id, status_code::invalid_argument, unmarshal_error, {});
   }
   try {
     std::weak_ptr<call_sink> weak = sink;
     svc_.rls().decide(svc_.current(), from_proto(req), ex,
-                      [&stats, weak = std::move(weak), id = call.stream_id, start](rls_answer a) {
-                        answer_decision(stats, weak, id, start, a);
-                      });
+                      [&svc = svc_, &stats, weak = std::move(weak), id = call.stream_id,
+                       start](rls_answer a) { answer_decision(svc, stats, weak, id, start, a); });
   } catch (const std::exception& e) {
     // A bug (or no memory): answered, counted, never the end of the process.
     stats.internal_error("request");

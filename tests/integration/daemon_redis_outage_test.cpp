@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <memory>
 #include <mutex>
@@ -45,6 +46,7 @@ policies:
 
 struct tally {
   std::mutex mu;
+  std::condition_variable changed;  // notified after every request counted
   int requests = 0;
   int bad_status = 0;  // anything but 200, or an I/O error
   int allowed = 0;
@@ -52,6 +54,16 @@ struct tally {
   int degraded_allowed = 0;
   int degraded_denied = 0;
   milliseconds longest{0};
+
+  int degraded() const { return degraded_allowed + degraded_denied; }
+  int from_redis() const { return allowed + denied - degraded(); }  // decided by Redis
+  // Waits until `ready(*this)` holds (checked under the lock), at most `within`; the phases
+  // of the outage follow what the clients saw, not the clock.
+  template <class Pred>
+  bool wait_for(milliseconds within, Pred ready) {
+    std::unique_lock lock(mu);
+    return changed.wait_for(lock, within, [&] { return ready(*this); });
+  }
 };
 
 // Clients POST /v1/check on one key until `stop`; each on its own keep-alive connection
@@ -79,15 +91,18 @@ std::vector<std::thread> start_clients(std::uint16_t port, int n, std::atomic<bo
           conn.reset();
         }
         const auto took = std::chrono::duration_cast<milliseconds>(steady::now() - start);
-        std::lock_guard lock(t.mu);
-        ++t.requests;
-        t.longest = std::max(t.longest, took);
-        if (!ok) {
-          ++t.bad_status;
-          continue;
+        {
+          std::lock_guard lock(t.mu);
+          ++t.requests;
+          t.longest = std::max(t.longest, took);
+          if (!ok) {
+            ++t.bad_status;
+          } else {
+            ++(allowed ? t.allowed : t.denied);
+            if (degraded) ++(allowed ? t.degraded_allowed : t.degraded_denied);
+          }
         }
-        ++(allowed ? t.allowed : t.denied);
-        if (degraded) ++(allowed ? t.degraded_allowed : t.degraded_denied);
+        t.changed.notify_all();
       }
     });
   }
@@ -117,18 +132,32 @@ TEST_P(DaemonRedisOutageTest, KilledRestartedAndFrozenRedisUnderLoad) {
   std::atomic<bool> stop{false};
   const auto began = steady::now();
   auto clients = start_clients(d.port(), 4, stop, t);
-  auto hold = [](int ms) { std::this_thread::sleep_for(milliseconds{ms}); };
-  hold(300);
+  // Each phase lasts until the clients have seen it (several answers of its kind), within
+  // a deadline that only a broken daemon reaches.
+  constexpr milliseconds phase_deadline{10'000};
+  auto seen = [&t](auto what) {
+    std::lock_guard lock(t.mu);
+    return what(t);
+  };
+  auto wait_for_more = [&](auto what, int more) {
+    const int from = seen(what);
+    return t.wait_for(phase_deadline, [&](const tally& x) { return what(x) >= from + more; });
+  };
+  auto redis_decided = [](const tally& x) { return x.from_redis(); };
+  auto degraded = [](const tally& x) { return x.degraded(); };
+  ASSERT_TRUE(wait_for_more(redis_decided, 8)) << "decisions from Redis before the outage";
   redis.kill();  // a crash: connections reset, then refused
-  hold(700);
+  EXPECT_TRUE(wait_for_more(degraded, 8)) << "degraded decisions while Redis is down";
   redis.start();  // same port, empty data set
-  hold(700);
-  // SIGSTOP: connections stay open, nothing answers. Longer than timeout + slack, so a
-  // request that waited for the server instead of its deadline would be seen late.
+  EXPECT_TRUE(wait_for_more(redis_decided, 8)) << "decisions from Redis once it is back";
+  // SIGSTOP: connections stay open, nothing answers. The freeze is the fault itself, not a
+  // wait for something: it lasts longer than timeout + slack, so that a request that waited
+  // for the server instead of its deadline would be seen late.
   redis.pause();
-  hold(2000);
+  const auto frozen = steady::now();
+  EXPECT_TRUE(wait_for_more(degraded, 8)) << "degraded decisions while Redis is frozen";
+  std::this_thread::sleep_until(frozen + milliseconds{timeout_ms} + slack + milliseconds{400});
   redis.resume();
-  hold(300);
   const bool back = recovers(d.port(), std::chrono::seconds{5});
   stop = true;
   for (auto& c : clients) c.join();

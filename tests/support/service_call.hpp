@@ -1,6 +1,7 @@
 #pragma once
 // One request through the daemon's service, without sockets: the unit tests' way to call an
 // endpoint and read its answer.
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -9,11 +10,19 @@
 #include <gtest/gtest.h>
 #include <boost/asio/io_context.hpp>
 
+#include <sluice/clock.hpp>
+
 #include "service.hpp"
 
 namespace sluice::test {
 
 using header_list = std::vector<std::pair<std::string, std::string>>;
+
+/// The daemon unit tests' time source: a manual clock that moves only when a test moves it,
+/// so that no decision (or latency) depends on the machine.
+inline std::shared_ptr<const sluice::clock> unit_clock() {
+  return std::make_shared<sluice::manual_clock>();
+}
 
 /// Sends `method target` with `headers` (each inserted, so a name may repeat) and `body`
 /// from `peer` to `svc`, runs `ioc` until the answer is made, and returns it.

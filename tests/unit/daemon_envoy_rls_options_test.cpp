@@ -234,7 +234,8 @@ TEST(DaemonEnvoyRlsOptionsTest, TlsFilesAreReadBesideTheConfigAndChecked) {
 
 TEST(DaemonEnvoyRlsOptionsTest, ShadowModeAnswersOkWhereOverAndCountsAsEver) {
   scratch_dir dir;
-  service svc(parse_config(with_keys("  shadow_mode: true\n"), dir.source()));
+  service svc(parse_config(with_keys("  shadow_mode: true\n"), dir.source()), {},
+              test::unit_clock());
   boost::asio::io_context ioc;
   const auto both = request(entry("tenant", "t"), entry("plan", "free"));
   for (int i = 0; i < 2; ++i) EXPECT_EQ(post_json(svc, ioc, both).result_int(), 200);
@@ -260,11 +261,12 @@ TEST(DaemonEnvoyRlsOptionsTest, ResponseHeadersDescribeTheStatusWithTheLeastLeft
   scratch_dir dir;
   boost::asio::io_context ioc;
   {
-    service off(parse_config(with_keys(""), dir.source()));
+    service off(parse_config(with_keys(""), dir.source()), {}, test::unit_clock());
     auto j = json::parse(post_json(off, ioc, request(entry("tenant", "t"))).body());
     EXPECT_FALSE(j.contains("responseHeadersToAdd")) << j.dump();
   }
-  service svc(parse_config(with_keys("  response_headers: true\n"), dir.source()));
+  service svc(parse_config(with_keys("  response_headers: true\n"), dir.source()), {},
+              test::unit_clock());
   const auto both = request(entry("tenant", "t"), entry("plan", "free"));
   auto first = json::parse(post_json(svc, ioc, both).body());
   auto h = headers_of(first);
@@ -296,7 +298,8 @@ TEST(DaemonEnvoyRlsOptionsTest, ResponseHeadersDescribeTheStatusWithTheLeastLeft
 
   service named(
       parse_config(with_keys("  response_headers: {limit: X-L, remaining: X-R, reset: X-Reset}\n"),
-                   dir.source()));
+                   dir.source()),
+      {}, test::unit_clock());
   auto n = headers_of(json::parse(post_json(named, ioc, request(entry("tenant", "n"))).body()));
   EXPECT_EQ(n.size(), 3u);
   EXPECT_EQ(n["X-L"], "5");
@@ -313,7 +316,8 @@ namespace {
 TEST(DaemonEnvoyRlsOptionsTest, MaxMetricSeriesBoundsDescriptorSeriesFromRequests) {
   scratch_dir dir;
   EXPECT_EQ(parse_config(with_keys(""), dir.source()).envoy_rls.max_metric_series, 10'000u);
-  service svc(parse_config(with_keys("  max_metric_series: 2\n"), dir.source()));
+  service svc(parse_config(with_keys("  max_metric_series: 2\n"), dir.source()), {},
+              test::unit_clock());
   boost::asio::io_context ioc;
   // Each call's own `limit` makes a stat key of its values: an attacker's distinct values.
   const auto with_limit = [](const std::string& value) {

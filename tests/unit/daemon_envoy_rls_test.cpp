@@ -11,6 +11,8 @@
 #include <boost/asio/io_context.hpp>
 #include <nlohmann/json.hpp>
 
+#include <sluice/error.hpp>
+
 #include "config.hpp"
 #include "envoy/extensions/common/ratelimit/v3/ratelimit.pb.h"
 #include "envoy/rls_config.hpp"
@@ -208,7 +210,8 @@ std::string entry(const std::string& key, const std::string& value) {
 
 TEST(DaemonEnvoyRlsTest, JsonDecidesAllOrNothingPeeksAndCounts) {
   limits_dir dir;
-  service svc(parse_config(with_section("  config: " + dir.file() + "\n"), "t.yaml"));
+  service svc(parse_config(with_section("  config: " + dir.file() + "\n"), "t.yaml"), {},
+              test::unit_clock());
   boost::asio::io_context ioc;
   const auto both = R"({"domain":"edge","descriptors":[)" + entry("tenant", "t") + "," +
                     entry("plan", "free") + "]}";
@@ -246,9 +249,33 @@ TEST(DaemonEnvoyRlsTest, JsonDecidesAllOrNothingPeeksAndCounts) {
   }
 }
 
+// What the config or the match validated once is not validated per call: only the bucket
+// key, made of the request's entries, can be out of bounds, and it is refused as such.
+TEST(DaemonEnvoyRlsTest, OnlyTheBucketKeyIsCheckedPerCall) {
+  limits_dir dir;
+  service svc(parse_config(with_section("  config: " + dir.file() + "\n"), "t.yaml"), {},
+              test::unit_clock());
+  boost::asio::io_context ioc;
+  const auto long_key =
+      R"({"domain":"edge","descriptors":[)" + entry("tenant", std::string(2000, 'x')) + "]}";
+  auto r = post_json(svc, ioc, long_key);
+  EXPECT_EQ(r.result_int(), 400);
+  EXPECT_EQ(json::parse(r.body()).at("detail"),
+            "descriptor 0: " + make_error_code(errc::key_too_long).message())
+      << r.body();
+  // An override's policy (a fixed window of requests_per_unit, at most max_capacity) is
+  // decided as built.
+  const auto huge = R"({"domain":"edge","descriptors":[{"entries":[{"key":"tenant","value":"o"}],)"
+                    R"("limit":{"requestsPerUnit":4294967295,"unit":"SECOND"}}]})";
+  auto o = post_json(svc, ioc, huge);
+  EXPECT_EQ(o.result_int(), 200) << o.body();
+  EXPECT_EQ(json::parse(o.body()).at("overallCode"), "OK") << o.body();
+}
+
 TEST(DaemonEnvoyRlsTest, JsonRefusesWhatTheReferenceRefuses) {
   limits_dir dir;
-  service svc(parse_config(with_section("  config: " + dir.file() + "\n"), "t.yaml"));
+  service svc(parse_config(with_section("  config: " + dir.file() + "\n"), "t.yaml"), {},
+              test::unit_clock());
   boost::asio::io_context ioc;
   for (const std::string& bad : {std::string("{"), std::string(R"({"domain":"edge","x":1})"),
                                  std::string(R"({"domain":"","descriptors":[{}]})"),
@@ -263,7 +290,8 @@ TEST(DaemonEnvoyRlsTest, JsonRefusesWhatTheReferenceRefuses) {
   // Over the caps: refused before any matching, and nothing is spent.
   service capped(parse_config(with_section("  config: " + dir.file() +
                                            "\n  max_descriptors: 2\n  max_descriptor_entries: 2\n"),
-                              "t.yaml"));
+                              "t.yaml"),
+                 {}, test::unit_clock());
   const auto three = R"({"domain":"edge","descriptors":[)" + entry("tenant", "c") + "," +
                      entry("tenant", "c") + "," + entry("tenant", "c") + "]}";
   auto over = post_json(capped, ioc, three);
@@ -291,7 +319,8 @@ TEST(DaemonEnvoyRlsTest, JsonRefusesWhatTheReferenceRefuses) {
   EXPECT_EQ(at_cap.at("overallCode"), "OK");
   EXPECT_EQ(at_cap.at("statuses").at(1).at("limitRemaining"), 3);
   // Without the section, /json does not exist.
-  service plain(parse_config("policies: {api: {capacity: 5, refill_per_second: 1}}\n", "t.yaml"));
+  service plain(parse_config("policies: {api: {capacity: 5, refill_per_second: 1}}\n", "t.yaml"),
+                {}, test::unit_clock());
   EXPECT_EQ(post_json(plain, ioc, R"({"domain":"edge"})").result_int(), 404);
 }
 

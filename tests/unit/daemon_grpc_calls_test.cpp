@@ -19,6 +19,7 @@
 #include "metrics.hpp"
 #include "service.hpp"
 #include "support/process_child.hpp"
+#include "support/service_call.hpp"
 
 namespace sluice::daemon::grpc {
 namespace {
@@ -52,10 +53,12 @@ class DaemonGrpcCallsTest : public ::testing::Test {
     std::ofstream(dir_ + "/limits.yaml")
         << "domain: edge\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: hour, "
            "requests_per_unit: 1}\n";
-    svc_ = std::make_unique<service>(parse_config(
-        "policies: {api: {capacity: 5, refill_per_second: 1}}\nenvoy_rls:\n  config: " + dir_ +
-            "/limits.yaml\n",
-        "t.yaml"));
+    svc_ = std::make_unique<service>(
+        parse_config(
+            "policies: {api: {capacity: 5, refill_per_second: 1}}\nenvoy_rls:\n  config: " + dir_ +
+                "/limits.yaml\n",
+            "t.yaml"),
+        std::vector<boost::asio::io_context*>{}, test::unit_clock());
     calls_ = std::make_unique<rls_calls>(*svc_);
   }
   ~DaemonGrpcCallsTest() override {

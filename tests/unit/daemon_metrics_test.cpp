@@ -105,5 +105,21 @@ TEST(DaemonMetricsTest, OverLimitCacheEvictionsAreExported) {
   EXPECT_NE(t.find("sluice_cached_denials_evicted_total 9\n"), std::string::npos) << t;
 }
 
+// The over-limit cache's own denials are the limiter's count, exported as it grows (a
+// limiter replaced by a reload starts again from zero: its whole count is added).
+TEST(DaemonMetricsTest, OverLimitCacheDenialsAreTheLimitersCount) {
+  metrics m;
+  EXPECT_NE(m.serialize().find("sluice_cached_denials_total 0\n"), std::string::npos);
+  limiter_stats s;
+  s.cached_denials = 5;
+  m.limiter_counters(s);
+  s.cached_denials = 12;
+  m.limiter_counters(s);
+  EXPECT_NE(m.serialize().find("sluice_cached_denials_total 12\n"), std::string::npos);
+  s.cached_denials = 3;  // a new limiter
+  m.limiter_counters(s);
+  EXPECT_NE(m.serialize().find("sluice_cached_denials_total 15\n"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace sluice::daemon

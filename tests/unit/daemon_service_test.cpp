@@ -1,11 +1,16 @@
 // The daemon's request handling without sockets: service::handle driven on an io_context.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <optional>
+#include <thread>
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <nlohmann/json.hpp>
 
 #include "app.hpp"
@@ -53,7 +58,7 @@ class DaemonServiceTest : public ::testing::Test {
   }
 
   boost::asio::io_context ioc_;
-  service svc_{test_config()};
+  service svc_{test_config(), {}, test::unit_clock()};
 };
 
 TEST_F(DaemonServiceTest, CheckAnswersWithTheDecision) {
@@ -149,7 +154,8 @@ TEST(DaemonServiceWindowTest, CheckAndAuthDenyPastTheWindowsLimit) {
 rules:
   - {name: search, match: {path_prefix: /search}, key: ip, policy: search}
 )",
-                           "window.yaml"));
+                           "window.yaml"),
+              {}, test::unit_clock());
   boost::asio::io_context ioc;
   auto call = [&](const std::string& method, const std::string& target, const std::string& body) {
     http_request req;
@@ -229,7 +235,8 @@ rules:
   - {name: c, match: {path_prefix: /login}, key: ip, policy: login}
   - {name: check, match: {path_prefix: /login}, key: ip, policy: login}
 )",
-                           "keys.yaml"));
+                           "keys.yaml"),
+              {}, test::unit_clock());
   boost::asio::io_context ioc;
   auto run = [&](http_request req, const std::string& peer) {
     req.version(11);
@@ -279,7 +286,8 @@ TEST_F(DaemonServiceTest, HeadProbesGetTheHeadersWithoutABody) {
 }
 
 TEST(DaemonServiceReloadTest, MemoryBucketsSurviveATimeoutChange) {
-  service svc(parse_config("policies: {api: {capacity: 1, refill_per_second: 0.001}}", "m.yaml"));
+  service svc(parse_config("policies: {api: {capacity: 1, refill_per_second: 0.001}}", "m.yaml"),
+              {}, test::unit_clock());
   const auto before = svc.current()->lim;
   auto c = parse_config(
       "backend_timeout_ms: 7\nkey_prefix: \"x:\"\npolicies: {api: {capacity: 1, "
@@ -289,6 +297,84 @@ TEST(DaemonServiceReloadTest, MemoryBucketsSurviveATimeoutChange) {
   EXPECT_EQ(svc.current()->lim, before) << "the memory backend has no timeouts or prefix";
 }
 
+// A server thread reads its own copy of the runtime (no lock): after a reload, it takes the
+// new one (at the refresh the reload posts it, or at its next request), and off the server
+// threads current() reads the shared one.
+TEST(DaemonServiceReloadTest, AServerThreadsCopyFollowsAReload) {
+  boost::asio::io_context worker;
+  service svc(parse_config("deny_status: 429\npolicies: {api: {capacity: 1, refill_per_second: 1}}",
+                           "r.yaml"),
+              {&worker}, test::unit_clock());
+  auto on_worker = [&] {
+    std::shared_ptr<const runtime> seen;
+    boost::asio::post(worker, [&] { seen = svc.current(); });
+    worker.restart();
+    worker.run();
+    return seen;
+  };
+  const auto first = on_worker();
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(first, svc.current());
+  EXPECT_EQ(on_worker(), first) << "unchanged: the same copy";
+  auto c = parse_config("deny_status: 403\npolicies: {api: {capacity: 1, refill_per_second: 1}}",
+                        "r.yaml");
+  svc.apply(c);
+  // The reload posts the thread a refresh: idle, it lets go of the old runtime all the same.
+  worker.restart();
+  worker.run();
+  EXPECT_EQ(first.use_count(), 1) << "only this test still holds the replaced runtime";
+  const auto second = on_worker();
+  EXPECT_NE(second, first);
+  EXPECT_EQ(second->cfg.deny_status, 403u);
+  EXPECT_EQ(second, svc.current());
+}
+
+// Reloads while two server threads read the runtime: every read is a whole runtime, one of
+// those applied, and once the threads are done each holds the last one (TSan checks the
+// copies are touched by their own thread only).
+TEST(DaemonServiceReloadTest, ServerThreadsReadWhileReloadsApply) {
+  boost::asio::io_context a, b;
+  auto config_with = [](unsigned deny_status) {
+    return parse_config("deny_status: " + std::to_string(deny_status) +
+                            "\npolicies: {api: {capacity: 1, refill_per_second: 1}}",
+                        "r.yaml");
+  };
+  service svc(config_with(400), {&a, &b}, test::unit_clock());
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0};
+  auto reader = [&](boost::asio::io_context& io) {
+    return std::thread([&] {
+      auto guard = boost::asio::make_work_guard(io);
+      std::function<void()> read = [&] {
+        const auto rt = svc.current();
+        if (!rt || rt->cfg.deny_status < 400 || rt->cfg.deny_status > 499) ++bad;
+        if (!stop.load()) boost::asio::post(io, read);
+      };
+      boost::asio::post(io, read);
+      while (!stop.load()) io.run_one();
+      guard.reset();
+      io.run();
+    });
+  };
+  auto ta = reader(a);
+  auto tb = reader(b);
+  for (unsigned i = 1; i <= 50; ++i) svc.apply(config_with(400 + i));
+  stop = true;
+  ta.join();
+  tb.join();
+  EXPECT_EQ(bad.load(), 0);
+  // The refreshes the last reload posted have run: each thread's copy is the last runtime.
+  std::shared_ptr<const runtime> on_a, on_b;
+  boost::asio::post(a, [&] { on_a = svc.current(); });
+  boost::asio::post(b, [&] { on_b = svc.current(); });
+  a.restart();
+  a.run();
+  b.restart();
+  b.run();
+  EXPECT_EQ(on_a->cfg.deny_status, 450u);
+  EXPECT_EQ(on_a, on_b);
+}
+
 TEST(DaemonServiceReloadTest, ReloadKeepsTheCommandLineOverrides) {
   const auto path = ::testing::TempDir() + "sluiced-reload-overrides.yaml";
   std::ofstream(path) << "log_level: info\nthreads: 3\npolicies: {api: {capacity: 1, "
@@ -296,7 +382,7 @@ TEST(DaemonServiceReloadTest, ReloadKeepsTheCommandLineOverrides) {
   const command_line_overrides cli{"127.0.0.1:9999", 1, "warn"};
   auto c = load_config_file(path);
   cli.apply(c);
-  service svc(c);
+  service svc(c, {}, test::unit_clock());
   ASSERT_TRUE(svc.reload(path, [&](config& next) { cli.apply(next); }));
   const auto& now = svc.current()->cfg;
   EXPECT_EQ(now.log_level, "warn");
