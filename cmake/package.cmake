@@ -101,6 +101,9 @@ if(TARGET sluiced)
   install(FILES ${sluice_packaging}/monitoring/sluice-alerts.yml
                 ${sluice_packaging}/monitoring/sluice-dashboard.json
           DESTINATION ${CMAKE_INSTALL_DATADIR}/sluice COMPONENT daemon)
+  # The HTTP API's OpenAPI 3.1 document, also served at GET /openapi.json.
+  install(FILES ${sluice_packaging}/openapi/sluiced.openapi.json
+          DESTINATION ${CMAKE_INSTALL_DATADIR}/sluice COMPONENT daemon)
   sluice_package_docs(daemon sluiced)
 endif()
 

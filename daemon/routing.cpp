@@ -14,6 +14,7 @@
 
 #include "admin.hpp"
 #include "http_responses.hpp"
+#include "openapi_document.hpp"
 
 namespace sluice::daemon {
 namespace {
@@ -42,6 +43,7 @@ std::string_view service::endpoint_of(std::string_view target) noexcept {
   if (path == "/healthz") return "healthz";
   if (path == "/readyz") return "readyz";
   if (path == "/json") return "json";
+  if (path == "/openapi.json") return "openapi";
   return "other";
 }
 
@@ -159,6 +161,9 @@ void service::route(const http_request& req, const std::string& peer,
     return finish(std::move(res));
   }
   if (endpoint == "healthz") return handle_health(req, finish);
+  if (endpoint == "openapi") {
+    return finish(plain(200, std::string(openapi_document), "application/json", version));
+  }
   if (endpoint == "metrics") return handle_metrics(req, *rt, finish);
   return handle_ready(req, std::move(rt), ex, finish);
 }
