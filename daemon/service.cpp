@@ -203,11 +203,12 @@ std::shared_ptr<const runtime> service::build(config c,
           auto on_thread = ro;
           on_thread.run_on = io;
           rt->thread_limiters.emplace_back(
-              io, std::make_shared<limiter>(make_redis_backend(on_thread), mem, time_source_));
+              io, std::make_shared<limiter>(make_redis_backend(on_thread.url, on_thread), mem,
+                                            time_source_));
         }
         rt->lim = rt->thread_limiters.front().second;
       } else {
-        rt->lim = std::make_shared<limiter>(make_redis_backend(ro), mem, time_source_);
+        rt->lim = std::make_shared<limiter>(make_redis_backend(ro.url, ro), mem, time_source_);
       }
     }
   }
@@ -676,10 +677,9 @@ void service::handle_auth(const http_request& req, const std::string& peer,
 
   const auto start = steady::now();
   const auto deny_status = rt->cfg.deny_status;
-  // The plan reads the headers before it returns, so `lookup` may refer to `req`.
-  auto planned = http::detail::plan(rt->rules, facts);
-  http::detail::start_evaluate(
-      rt->limiter_here(), std::move(planned),
+  // The keys are derived (the headers read) before this returns: `lookup` may refer to `req`.
+  http::async_evaluate(
+      on_backend_thread, rt->limiter_here(), rt->rules, facts,
       [this, rt, ex, start, version, deny_status, done, method = facts.method,
        path = facts.path](http::evaluation e) mutable {
         complete_on(

@@ -273,8 +273,8 @@ TEST(LimiterTest, AsyncOperationsOnAFailingBackend) {
 }
 
 TEST(LimiterTest, FromUrlRejectsUnknownSchemes) {
-  EXPECT_THROW(limiter::from_url("http://x"), std::invalid_argument);
-  EXPECT_NO_THROW(limiter::from_url("memory"));
+  EXPECT_THROW(limiter_from_url("http://x"), std::invalid_argument);
+  EXPECT_NO_THROW(limiter_from_url("memory"));
 }
 
 }  // namespace

@@ -8,7 +8,6 @@
 // rebuilt, no thread is started). Calls written to the old master end as backend errors,
 // which the limiter turns into the failure mode; calls not yet written go to the new one.
 #include <sluice/error.hpp>
-#include <sluice/redis_cluster.hpp>
 
 #include <atomic>
 #include <condition_variable>
@@ -27,6 +26,7 @@
 #include "redis/resp.hpp"
 #include "redis/standalone_backend.hpp"
 #include "redis/tls.hpp"
+#include "redis/topology_backends.hpp"
 
 namespace sluice {
 namespace {
