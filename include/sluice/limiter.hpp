@@ -72,6 +72,12 @@ class limiter {
                  std::error_code& ec) noexcept;
   /// Blocking check that throws std::system_error for invalid input.
   decision check(std::string_view key, const policy& p, std::uint64_t cost = 1);
+  /// check() against a policy validated when it was made (sluice::valid_policy): only the
+  /// key and the cost are checked per call. Every overload below that takes a
+  /// valid_policy does the same, and otherwise behaves as the one taking a policy.
+  decision check(std::string_view key, const valid_policy& p, std::uint64_t cost,
+                 std::error_code& ec) noexcept;
+  decision check(std::string_view key, const valid_policy& p, std::uint64_t cost = 1);
 
   /// Asynchronous check. Completion signature: `void(std::error_code, sluice::decision)`,
   /// with the error set only for invalid input. The handler never runs inline: it is
@@ -89,7 +95,15 @@ class limiter {
                    CompletionToken&& token) {
     return initiate_decision(std::forward<CompletionToken>(token),
                              [this, k = std::string(key), p, cost](decide_handler done) {
-                               start_check(k, p, cost, std::move(done));
+                               start_check(k, p, cost, false, std::move(done));
+                             });
+  }
+  template <class CompletionToken>
+  auto async_check(std::string_view key, const valid_policy& p, std::uint64_t cost,
+                   CompletionToken&& token) {
+    return initiate_decision(std::forward<CompletionToken>(token),
+                             [this, k = std::string(key), p, cost](decide_handler done) {
+                               start_check(k, p, cost, true, std::move(done));
                              });
   }
 
@@ -102,7 +116,11 @@ class limiter {
   /// Failure modes, validation and stats as async_check. Thread-safe.
   void async_check(on_backend_thread_t, std::string_view key, const policy& p, std::uint64_t cost,
                    decide_handler done) {
-    start_check(key, p, cost, std::move(done));
+    start_check(key, p, cost, false, std::move(done));
+  }
+  void async_check(on_backend_thread_t, std::string_view key, const valid_policy& p,
+                   std::uint64_t cost, decide_handler done) {
+    start_check(key, p, cost, true, std::move(done));
   }
   /// async_check_all() that calls `done` where the backend completes it, as the
   /// on_backend_thread async_check().
@@ -275,8 +293,11 @@ class limiter {
         token, std::move(start));
   }
 
-  void start_check(std::string_view key, const policy& p, std::uint64_t cost,
+  // `policy_valid`: `p` is a valid_policy's, so only the key and the cost are checked.
+  void start_check(std::string_view key, const policy& p, std::uint64_t cost, bool policy_valid,
                    decide_handler done) const;
+  decision check_input(std::string_view key, const policy& p, std::uint64_t cost, bool policy_valid,
+                       std::error_code& ec) noexcept;
   void start_operate(std::string_view key, const policy& p, key_operation op, std::uint64_t amount,
                      decide_handler done) const;
   void start_check_all(std::vector<owned_check_item> items, decide_all_handler done);

@@ -12,6 +12,7 @@
 #include "core/burst_log.hpp"
 #include "core/deny_cache.hpp"
 #include "core/key_groups.hpp"
+#include "core/validate_call.hpp"
 
 namespace sluice {
 
@@ -98,7 +99,7 @@ struct limiter::state {
     auto ec = validate(key, p, 1);
     if (!ec && (op == key_operation::refund || op == key_operation::penalize ||
                 op == key_operation::peek)) {
-      ec = validate(key, p, amount);
+      ec = detail::validate_call(key, p, amount);  // the policy was checked just above
     }
     if (!ec && op == key_operation::block &&
         (amount < 1 || amount > static_cast<std::uint64_t>(max_window.count()))) {
@@ -237,9 +238,37 @@ limiter limiter::in_memory() {
   return limiter(mem, mem);
 }
 
+namespace {
+
+// A check's input: the policy too unless it is a valid_policy's (validated when made).
+std::error_code validate_input(std::string_view key, const policy& p, std::uint64_t cost,
+                               bool policy_valid) noexcept {
+  // A valid_policy's constructor checked the policy, which cannot have changed since.
+  return policy_valid ? detail::validate_call(key, p, cost) : validate(key, p, cost);
+}
+
+}  // namespace
+
 decision limiter::check(std::string_view key, const policy& p, std::uint64_t cost,
                         std::error_code& ec) noexcept {
-  ec = validate(key, p, cost);
+  return check_input(key, p, cost, false, ec);
+}
+
+decision limiter::check(std::string_view key, const valid_policy& p, std::uint64_t cost,
+                        std::error_code& ec) noexcept {
+  return check_input(key, p, cost, true, ec);
+}
+
+decision limiter::check(std::string_view key, const valid_policy& p, std::uint64_t cost) {
+  std::error_code ec;
+  auto d = check(key, p, cost, ec);
+  if (ec) throw std::system_error(ec);
+  return d;
+}
+
+decision limiter::check_input(std::string_view key, const policy& p, std::uint64_t cost,
+                              bool policy_valid, std::error_code& ec) noexcept {
+  ec = validate_input(key, p, cost, policy_valid);
   if (ec) {
     state_->invalid.fetch_add(1, std::memory_order_relaxed);
     return {};
@@ -261,8 +290,8 @@ decision limiter::check(std::string_view key, const policy& p, std::uint64_t cos
 }
 
 void limiter::start_check(std::string_view key, const policy& p, std::uint64_t cost,
-                          decide_handler done) const {
-  if (auto ec = validate(key, p, cost)) {
+                          bool policy_valid, decide_handler done) const {
+  if (auto ec = validate_input(key, p, cost, policy_valid)) {
     state_->invalid.fetch_add(1, std::memory_order_relaxed);
     done(ec, decision{});
     return;

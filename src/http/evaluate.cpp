@@ -86,7 +86,8 @@ split split_outcomes(const evaluation& e) {
     const auto& o = e.outcomes[i];
     if (o.skipped) continue;
     const auto& r = e.rules->rules()[o.rule_index];
-    const bool valid = !validate(o.key, *e.rules->find_policy(r.policy), r.cost);
+    // The policy and the cost were checked when the rule_set was built: the key is new.
+    const bool valid = !validate(o.key, *e.rules->find_valid_policy(r.policy), r.cost);
     (!o.shadow && valid ? s.together : s.alone).push_back(i);
   }
   // One enforcing rule is a plain check: the same call as without multi-key support.
@@ -159,7 +160,7 @@ void async_evaluate(on_backend_thread_t, limiter lim, evaluation planned,
   for (auto i : parts.alone) {
     const auto& o = st->e.outcomes[i];
     const auto& r = st->e.rules->rules()[o.rule_index];
-    const auto* p = st->e.rules->find_policy(r.policy);
+    const auto* p = st->e.rules->find_valid_policy(r.policy);
     lim.async_check(on_backend_thread, o.key, *p, r.cost, [st, i](std::error_code ec, decision d) {
       record(st->e.outcomes[i], ec, d);
       st->one_done();
@@ -187,7 +188,7 @@ evaluation evaluate(limiter& lim, std::shared_ptr<const rule_set> rules, const r
     auto& o = e.outcomes[i];
     const auto& r = e.rules->rules()[o.rule_index];
     std::error_code ec;
-    const auto d = lim.check(o.key, *e.rules->find_policy(r.policy), r.cost, ec);
+    const auto d = lim.check(o.key, *e.rules->find_valid_policy(r.policy), r.cost, ec);
     record(o, ec, d);
   }
   finish(e);
