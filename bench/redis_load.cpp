@@ -227,7 +227,7 @@ int main(int argc, char** argv) {
     ro.command_timeout = std::chrono::milliseconds{2000};
     ro.max_batch = o.max_batch;
     if (loop) ro.run_on = &io;
-    sluice::limiter lim(sluice::make_redis_backend(ro));
+    sluice::limiter lim(sluice::make_redis_backend(ro.url, ro));
     // Let the connection come up (and the script load) before timing anything.
     for (int tries = 0;; ++tries) {
       bool up = false;

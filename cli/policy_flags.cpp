@@ -177,7 +177,7 @@ std::optional<limiter> open_limiter(const backend_flags& f) {
   o.command_timeout = std::chrono::milliseconds{f.timeout_ms};
   o.connect_timeout = std::chrono::milliseconds{f.timeout_ms};
   try {
-    return sluice::limiter(sluice::make_redis_backend(std::move(o)));
+    return sluice::limiter(sluice::make_redis_backend(o.url, o));
   } catch (const std::invalid_argument& e) {  // e.g. a TLS file that cannot be loaded
     std::cerr << "sluice: --backend: " << e.what() << "\n";
     return std::nullopt;

@@ -1,6 +1,6 @@
 // /v1/auth: forward auth (nginx auth_request, Traefik, Envoy ext_authz over HTTP). The
 // request's facts (trusted proxy headers or its own), the rules' plan, one evaluation by the
-// limiter and the answer. The one place the daemon uses http::detail::plan/start_evaluate.
+// limiter (http::async_evaluate) and the answer.
 #include "service.hpp"
 
 #include <initializer_list>
@@ -73,10 +73,9 @@ void service::handle_auth(const http_request& req, const std::string& peer,
 
   const auto start = now();
   const auto deny_status = rt->cfg.deny_status;
-  // The plan reads the headers before it returns, so `lookup` may refer to `req`.
-  auto planned = http::detail::plan(rt->rules, facts);
-  http::detail::start_evaluate(
-      rt->limiter_here(), std::move(planned),
+  // The keys are derived (the headers read) before this returns: `lookup` may refer to `req`.
+  http::async_evaluate(
+      on_backend_thread, rt->limiter_here(), rt->rules, facts,
       [this, rt, ex, start, version, deny_status, done, method = facts.method,
        path = facts.path](http::evaluation e) mutable {
         complete_on(

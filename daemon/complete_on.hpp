@@ -11,7 +11,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/io_context.hpp>
 
-#include <sluice/limiter.hpp>
+#include <sluice/completion.hpp>
 
 namespace sluice::daemon {
 
@@ -23,7 +23,7 @@ void complete_on(const boost::asio::any_io_executor& ex, F&& f) {
     std::forward<F>(f)();
     return;
   }
-  sluice::detail::post_completion(ex, std::forward<F>(f));
+  sluice::post_completion(ex, std::forward<F>(f));
 }
 
 }  // namespace sluice::daemon

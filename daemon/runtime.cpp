@@ -158,11 +158,12 @@ std::shared_ptr<const runtime> service::build(config c,
           auto on_thread = ro;
           on_thread.run_on = io;
           rt->thread_limiters.emplace_back(
-              io, std::make_shared<limiter>(make_redis_backend(on_thread), mem, time_source_));
+              io, std::make_shared<limiter>(make_redis_backend(on_thread.url, on_thread), mem,
+                                            time_source_));
         }
         rt->lim = rt->thread_limiters.front().second;
       } else {
-        rt->lim = std::make_shared<limiter>(make_redis_backend(ro), mem, time_source_);
+        rt->lim = std::make_shared<limiter>(make_redis_backend(ro.url, ro), mem, time_source_);
       }
     }
   }

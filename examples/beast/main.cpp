@@ -238,7 +238,7 @@ int main(int argc, char** argv) {
     keys.trusted_proxies.push_back(*range);
   }
   auto shared = std::make_shared<app>(
-      app{sluice::limiter::from_url(opts.backend),
+      app{sluice::limiter_from_url(opts.backend),
           std::make_shared<const sluice::http::rule_set>(
               std::map<std::string, sluice::policy, std::less<>>{
                   {"api", bucket(5, 1)}, {"login", bucket(3, 0.1)}, {"site", bucket(100, 10)}},

@@ -7,7 +7,7 @@
 #include <sluice/sluice.hpp>
 
 int main() {
-  // The in-memory backend lives in this process; sluice::limiter::from_url("redis://...")
+  // The in-memory backend lives in this process; sluice::limiter_from_url("redis://...")
   // shares the same limit between every process that talks to that Redis.
   sluice::limiter limiter = sluice::limiter::in_memory();
 
@@ -38,7 +38,8 @@ int main() {
   limiter.check("", policy, 1, ec);
   std::printf("empty key: %s\n", ec.message().c_str());
 
-  const bool ok = admitted == policy.capacity && denied_after_burst && ec == sluice::errc::empty_key;
+  const bool ok =
+      admitted == policy.capacity && denied_after_burst && ec == sluice::errc::empty_key;
   std::printf("%s\n", ok ? "burst admitted, then limited" : "UNEXPECTED");
   return ok ? 0 : 1;
 }

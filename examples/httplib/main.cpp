@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
                                       make_rule("api", "/api/", "header:X-API-Key|ip", "api"),
                                       make_rule("everything", "/", "ip", "site", /*shadow=*/true)},
       keys);
-  auto limiter = sluice::limiter::from_url(opts.backend);
+  auto limiter = sluice::limiter_from_url(opts.backend);
 
   httplib::Server server;
   server.set_pre_routing_handler(

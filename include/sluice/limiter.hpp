@@ -8,61 +8,21 @@
 #include <string>
 #include <string_view>
 #include <system_error>
-#include <type_traits>
-#include <typeinfo>
 #include <utility>
 #include <vector>
 
-#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/asio/system_executor.hpp>
 
 #include <sluice/backend.hpp>
 #include <sluice/clock.hpp>
+#include <sluice/completion.hpp>
 #include <sluice/decision.hpp>
-#include <sluice/detail/coalesced_post.hpp>
 #include <sluice/policy.hpp>
 
 namespace sluice {
-
-namespace detail {
-
-template <class Executor>
-struct is_io_context_executor : std::false_type {};
-template <class Allocator, unsigned int Bits>
-struct is_io_context_executor<boost::asio::io_context::basic_executor_type<Allocator, Bits>>
-    : std::true_type {};
-
-/// Posts a check's completion `f` to `ex`. When `ex` is an io_context's executor (also
-/// inside an any_io_executor) and a backend is completing many checks at once on this
-/// thread, `f` is coalesced with the other completions for that io_context
-/// (coalesced_post.hpp); otherwise (a lone completion, a thread pool's or a strand's
-/// executor) it is posted on its own, with no type erasure on the way.
-template <class Executor, class F>
-void post_completion(const Executor& ex, F&& f) {
-  boost::asio::io_context* ctx = nullptr;
-  if constexpr (is_io_context_executor<Executor>::value) {
-    ctx = &ex.context();
-  } else if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>) {
-    // Boost 1.74's any_executor::target<T>() casts whatever it holds to T without checking
-    // (later Boosts return null for another type): a strand, a thread pool's executor would
-    // be taken for an io_context's. Check the type first.
-    if (ex.target_type() == typeid(boost::asio::io_context::executor_type)) {
-      ctx = &ex.template target<boost::asio::io_context::executor_type>()->context();
-    }
-  }
-  if (ctx != nullptr && coalescing_open()) {
-    post_coalesced(*ctx, std::function<void()>(std::forward<F>(f)));
-  } else {
-    boost::asio::post(ex, std::forward<F>(f));
-  }
-}
-
-}  // namespace detail
 
 /// Selects the async_check / async_check_all overloads whose handler runs on the backend's
 /// own thread instead of being posted to an executor.
@@ -91,7 +51,7 @@ struct limiter_stats {
 /// A limiter is a cheap handle to shared state (one shared_ptr): a copy decides from the
 /// same backend and buckets, with the same fallback, denial cache and stats, and keeps
 /// them alive after the original is gone. Copy it to hand one limiter to many objects or
-/// threads; make another (limiter::in_memory, from_url, the constructor) for separate
+/// threads; make another (limiter::in_memory, limiter_from_url, the constructor) for separate
 /// buckets. Every member function is thread-safe; copying and assigning a handle are as
 /// thread-safe as copying a std::shared_ptr.
 class limiter {
@@ -103,11 +63,8 @@ class limiter {
 
   /// A limiter on a fresh memory backend.
   static limiter in_memory();
-  /// "memory", or a redis://, redis+cluster:// or redis+sentinel:// URL or its TLS form
-  /// (rediss://, rediss+cluster://, rediss+sentinel://), with default redis_options
-  /// otherwise. Throws std::invalid_argument for anything else (or TLS files that cannot
-  /// be loaded).
-  static limiter from_url(std::string_view url);
+  // A limiter for a backend URL ("memory", redis://...): sluice::limiter_from_url, in
+  // sluice/redis_backend.hpp (the sluice::redis component, which defines it).
 
   /// Blocking check. Never throws: `ec` is set only for invalid input (sluice::errc);
   /// backend trouble yields the failure mode's degraded decision. Thread-safe.
@@ -115,6 +72,12 @@ class limiter {
                  std::error_code& ec) noexcept;
   /// Blocking check that throws std::system_error for invalid input.
   decision check(std::string_view key, const policy& p, std::uint64_t cost = 1);
+  /// check() against a policy validated when it was made (sluice::valid_policy): only the
+  /// key and the cost are checked per call. Every overload below that takes a
+  /// valid_policy does the same, and otherwise behaves as the one taking a policy.
+  decision check(std::string_view key, const valid_policy& p, std::uint64_t cost,
+                 std::error_code& ec) noexcept;
+  decision check(std::string_view key, const valid_policy& p, std::uint64_t cost = 1);
 
   /// Asynchronous check. Completion signature: `void(std::error_code, sluice::decision)`,
   /// with the error set only for invalid input. The handler never runs inline: it is
@@ -132,7 +95,15 @@ class limiter {
                    CompletionToken&& token) {
     return initiate_decision(std::forward<CompletionToken>(token),
                              [this, k = std::string(key), p, cost](decide_handler done) {
-                               start_check(k, p, cost, std::move(done));
+                               start_check(k, p, cost, false, std::move(done));
+                             });
+  }
+  template <class CompletionToken>
+  auto async_check(std::string_view key, const valid_policy& p, std::uint64_t cost,
+                   CompletionToken&& token) {
+    return initiate_decision(std::forward<CompletionToken>(token),
+                             [this, k = std::string(key), p, cost](decide_handler done) {
+                               start_check(k, p, cost, true, std::move(done));
                              });
   }
 
@@ -145,7 +116,11 @@ class limiter {
   /// Failure modes, validation and stats as async_check. Thread-safe.
   void async_check(on_backend_thread_t, std::string_view key, const policy& p, std::uint64_t cost,
                    decide_handler done) {
-    start_check(key, p, cost, std::move(done));
+    start_check(key, p, cost, false, std::move(done));
+  }
+  void async_check(on_backend_thread_t, std::string_view key, const valid_policy& p,
+                   std::uint64_t cost, decide_handler done) {
+    start_check(key, p, cost, true, std::move(done));
   }
   /// async_check_all() that calls `done` where the backend completes it, as the
   /// on_backend_thread async_check().
@@ -189,10 +164,10 @@ class limiter {
           auto shared = std::make_shared<decltype(handler)>(std::move(handler));
           start_check_all(
               std::move(its), [shared, work](std::error_code ec, std::vector<decision> ds) mutable {
-                detail::post_completion(work.get_executor(), [shared = std::move(shared), ec,
-                                                              ds = std::move(ds)]() mutable {
-                  (*shared)(ec, std::move(ds));
-                });
+                post_completion(work.get_executor(),
+                                [shared = std::move(shared), ec, ds = std::move(ds)]() mutable {
+                                  (*shared)(ec, std::move(ds));
+                                });
                 work.reset();
               });
         },
@@ -291,15 +266,14 @@ class limiter {
   /// The primary backend's counters (Redis calls, batching, redirections, failovers).
   sluice::backend_stats backend_stats() const noexcept;
 
+ private:
+  struct state;
   /// A check_item that owns its key (what async_check_all keeps while it runs).
   struct owned_check_item {
     std::string key;
     sluice::policy policy;
     std::uint64_t cost = 1;
   };
-
- private:
-  struct state;
   // Every single-key async form: `start` begins the operation with a handler that posts
   // the completion to the user handler's associated executor (see async_check).
   template <class CompletionToken, class Start>
@@ -311,16 +285,19 @@ class limiter {
           auto shared = std::make_shared<decltype(handler)>(std::move(handler));
           begin([shared, work](std::error_code ec, decision d) mutable {
             // The handler moves into the posted operation, so it is destroyed where it ran.
-            detail::post_completion(work.get_executor(),
-                                    [shared = std::move(shared), ec, d] { (*shared)(ec, d); });
+            post_completion(work.get_executor(),
+                            [shared = std::move(shared), ec, d] { (*shared)(ec, d); });
             work.reset();
           });
         },
         token, std::move(start));
   }
 
-  void start_check(std::string_view key, const policy& p, std::uint64_t cost,
+  // `policy_valid`: `p` is a valid_policy's, so only the key and the cost are checked.
+  void start_check(std::string_view key, const policy& p, std::uint64_t cost, bool policy_valid,
                    decide_handler done) const;
+  decision check_input(std::string_view key, const policy& p, std::uint64_t cost, bool policy_valid,
+                       std::error_code& ec) noexcept;
   void start_operate(std::string_view key, const policy& p, key_operation op, std::uint64_t amount,
                      decide_handler done) const;
   void start_check_all(std::vector<owned_check_item> items, decide_all_handler done);

@@ -64,7 +64,7 @@ struct policy {
   std::uint64_t capacity = 0;      ///< burst size, in tokens: 1..max_capacity
   double refill_per_second = 0.0;  ///< tokens added per second: min..max_refill_per_second
   // Windows (sliding_window, sliding_window_counter, fixed_window); 0 for buckets.
-  std::uint64_t limit = 0;             ///< requests (in cost units) per window: 1..max_capacity
+  std::uint64_t limit = 0;              ///< requests (in cost units) per window: 1..max_capacity
   std::chrono::milliseconds window{0};  ///< 1 ms..max_window
   failure_mode on_failure = failure_mode::open;
   /// Remember the backend's denials in-process and deny the same key again locally until
@@ -84,6 +84,30 @@ constexpr std::uint64_t limit_of(const policy& p) noexcept {
 std::error_code validate(const policy& p) noexcept;
 /// validate(p), then the key (non-empty, at most max_key_size) and the cost (1..limit_of(p)).
 std::error_code validate(std::string_view key, const policy& p, std::uint64_t cost) noexcept;
+
+/// A policy validated once, when it was made, and immutable since: what a loaded
+/// configuration hands the hot path. The limiter's overloads that take one check only the
+/// per-call input (the key and the cost), where a plain `policy`, which its owner may change
+/// between calls, is validated on every call. Cheap to copy (a policy is a few words).
+class valid_policy {
+ public:
+  /// Validates `p`; throws std::system_error with validate(p)'s code when it is not usable.
+  explicit valid_policy(const policy& p);
+  /// The valid_policy of `p`, or std::nullopt with `ec` set to validate(p)'s code.
+  static std::optional<valid_policy> make(const policy& p, std::error_code& ec) noexcept;
+
+  const policy& get() const noexcept { return p_; }
+  operator const policy&() const noexcept { return p_; }  // NOLINT: a policy, read-only
+
+ private:
+  struct trusted {};
+  valid_policy(trusted, const policy& p) noexcept : p_(p) {}
+  policy p_;
+};
+
+/// The per-call input of a check against a valid_policy: the key (non-empty, at most
+/// max_key_size) and the cost (1..limit_of(p)); the policy itself was validated when made.
+std::error_code validate(std::string_view key, const valid_policy& p, std::uint64_t cost) noexcept;
 
 std::string_view to_string(algorithm a) noexcept;
 std::string_view to_string(failure_mode m) noexcept;

@@ -3,6 +3,7 @@
 #include <sluice/backend.hpp>
 #include <sluice/backend_url.hpp>
 #include <sluice/clock.hpp>
+#include <sluice/completion.hpp>
 #include <sluice/decision.hpp>
 #include <sluice/error.hpp>
 #include <sluice/limiter.hpp>
@@ -11,4 +12,5 @@
 #include <sluice/policy.hpp>
 #include <sluice/redis_backend.hpp>
 #include <sluice/redis_cluster.hpp>
+#include <sluice/redis_sentinel.hpp>
 #include <sluice/version.hpp>

@@ -1,4 +1,4 @@
-#include <sluice/detail/coalesced_post.hpp>
+#include "core/coalesced_post.hpp"
 
 #include <cstddef>
 #include <iterator>
@@ -97,3 +97,13 @@ coalescing_scope::~coalescing_scope() {
 }
 
 }  // namespace sluice::detail
+
+namespace sluice {
+
+bool completions_grouped() noexcept { return detail::coalescing_open(); }
+
+void post_grouped(boost::asio::io_context& ctx, std::function<void()> fn) {
+  detail::post_coalesced(ctx, std::move(fn));
+}
+
+}  // namespace sluice

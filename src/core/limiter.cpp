@@ -12,6 +12,7 @@
 #include "core/burst_log.hpp"
 #include "core/deny_cache.hpp"
 #include "core/key_groups.hpp"
+#include "core/validate_call.hpp"
 
 namespace sluice {
 
@@ -30,6 +31,47 @@ struct limiter::state {
     if (!p.cache_denials) return std::nullopt;
     auto d = denials.lookup(key, p, cost);
     if (d) cached_denials.fetch_add(1, std::memory_order_relaxed);
+    return d;
+  }
+
+  // The steps of one check, each written once for the blocking and the asynchronous form
+  // (which differ only in how the backend is asked: its blocking decide(), inline on the
+  // memory backend, or its async_decide()). begin_check: the answer given before any
+  // backend (invalid input, counted; a cached denial), or std::nullopt. end_check: the
+  // answer to the backend's result (bookkeeping, or the failure mode).
+  struct early {
+    std::error_code ec;
+    decision d;
+  };
+  std::optional<early> begin_check(std::string_view key, const policy& p, std::uint64_t cost,
+                                   bool policy_valid) {
+    // A valid_policy's constructor checked the policy, which cannot have changed since.
+    if (auto ec = policy_valid ? detail::validate_call(key, p, cost) : validate(key, p, cost)) {
+      invalid.fetch_add(1, std::memory_order_relaxed);
+      return early{ec, {}};
+    }
+    if (auto cached = cached_denial(key, p, cost)) return early{{}, *cached};
+    return std::nullopt;
+  }
+  decision end_check(std::string_view key, const policy& p, std::uint64_t cost, std::error_code bec,
+                     const decision& d) {
+    if (bec) return degrade(key, p, cost, bec);
+    decided(key, p, cost, d);
+    return d;
+  }
+
+  // The same for a peek (no cache: it spends nothing, so a cached denial may be stale).
+  std::optional<early> begin_peek(std::string_view key, const policy& p, std::uint64_t cost) {
+    if (auto ec = validate(key, p, cost)) {
+      invalid.fetch_add(1, std::memory_order_relaxed);
+      return early{ec, {}};
+    }
+    return std::nullopt;
+  }
+  decision end_peek(std::string_view key, const policy& p, std::uint64_t cost, std::error_code bec,
+                    const decision& d) {
+    if (bec) return degrade_peek(key, p, cost, bec);
+    log.success();
     return d;
   }
 
@@ -98,7 +140,7 @@ struct limiter::state {
     auto ec = validate(key, p, 1);
     if (!ec && (op == key_operation::refund || op == key_operation::penalize ||
                 op == key_operation::peek)) {
-      ec = validate(key, p, amount);
+      ec = detail::validate_call(key, p, amount);  // the policy was checked just above
     }
     if (!ec && op == key_operation::block &&
         (amount < 1 || amount > static_cast<std::uint64_t>(max_window.count()))) {
@@ -239,18 +281,31 @@ limiter limiter::in_memory() {
 
 decision limiter::check(std::string_view key, const policy& p, std::uint64_t cost,
                         std::error_code& ec) noexcept {
-  ec = validate(key, p, cost);
-  if (ec) {
-    state_->invalid.fetch_add(1, std::memory_order_relaxed);
-    return {};
-  }
-  if (auto cached = state_->cached_denial(key, p, cost)) return *cached;
-  decision d;
-  if (auto bec = state_->primary->decide(key, p, cost, d)) {
-    return state_->degrade(key, p, cost, bec);
-  }
-  state_->decided(key, p, cost, d);
+  return check_input(key, p, cost, false, ec);
+}
+
+decision limiter::check(std::string_view key, const valid_policy& p, std::uint64_t cost,
+                        std::error_code& ec) noexcept {
+  return check_input(key, p, cost, true, ec);
+}
+
+decision limiter::check(std::string_view key, const valid_policy& p, std::uint64_t cost) {
+  std::error_code ec;
+  auto d = check(key, p, cost, ec);
+  if (ec) throw std::system_error(ec);
   return d;
+}
+
+decision limiter::check_input(std::string_view key, const policy& p, std::uint64_t cost,
+                              bool policy_valid, std::error_code& ec) noexcept {
+  if (auto e = state_->begin_check(key, p, cost, policy_valid)) {
+    ec = e->ec;
+    return e->d;
+  }
+  ec.clear();
+  decision d;
+  const auto bec = state_->primary->decide(key, p, cost, d);
+  return state_->end_check(key, p, cost, bec, d);
 }
 
 decision limiter::check(std::string_view key, const policy& p, std::uint64_t cost) {
@@ -261,42 +316,27 @@ decision limiter::check(std::string_view key, const policy& p, std::uint64_t cos
 }
 
 void limiter::start_check(std::string_view key, const policy& p, std::uint64_t cost,
-                          decide_handler done) const {
-  if (auto ec = validate(key, p, cost)) {
-    state_->invalid.fetch_add(1, std::memory_order_relaxed);
-    done(ec, decision{});
+                          bool policy_valid, decide_handler done) const {
+  if (auto e = state_->begin_check(key, p, cost, policy_valid)) {
+    done(e->ec, e->d);
     return;
   }
-  if (auto cached = state_->cached_denial(key, p, cost)) {
-    done({}, *cached);
-    return;
-  }
-  state_->primary->async_decide(key, p, cost,
-                                [st = state_, k = std::string(key), p, cost,
-                                 done = std::move(done)](std::error_code ec, decision d) {
-                                  if (ec) {
-                                    d = st->degrade(k, p, cost, ec);
-                                  } else {
-                                    st->decided(k, p, cost, d);
-                                  }
-                                  done({}, d);
-                                });
+  state_->primary->async_decide(
+      key, p, cost,
+      [st = state_, k = std::string(key), p, cost, done = std::move(done)](
+          std::error_code bec, decision d) { done({}, st->end_check(k, p, cost, bec, d)); });
 }
 
 decision limiter::peek(std::string_view key, const policy& p, std::uint64_t cost,
                        std::error_code& ec) noexcept {
-  ec = validate(key, p, cost);
-  if (ec) {
-    state_->invalid.fetch_add(1, std::memory_order_relaxed);
-    return {};
+  if (auto e = state_->begin_peek(key, p, cost)) {
+    ec = e->ec;
+    return e->d;
   }
+  ec.clear();
   decision d;
   const auto bec = state_->primary->operate(key, p, key_operation::peek, cost, d);
-  if (!bec) {
-    state_->log.success();
-    return d;
-  }
-  return state_->degrade_peek(key, p, cost, bec);
+  return state_->end_peek(key, p, cost, bec, d);
 }
 
 decision limiter::peek(std::string_view key, const policy& p, std::uint64_t cost) {
@@ -319,21 +359,19 @@ decision limiter::operate(std::string_view key, const policy& p, key_operation o
 
 void limiter::start_operate(std::string_view key, const policy& p, key_operation op,
                             std::uint64_t amount, decide_handler done) const {
-  if (auto ec = state_->validate_operation(key, p, op, amount)) {
-    done(ec, decision{});
+  if (op == key_operation::peek) {
+    if (auto e = state_->begin_peek(key, p, amount)) {
+      done(e->ec, e->d);
+      return;
+    }
+    state_->primary->async_operate(
+        key, p, op, amount,
+        [st = state_, k = std::string(key), p, amount, done = std::move(done)](
+            std::error_code bec, decision d) { done({}, st->end_peek(k, p, amount, bec, d)); });
     return;
   }
-  if (op == key_operation::peek) {
-    state_->primary->async_operate(key, p, op, amount,
-                                   [st = state_, k = std::string(key), p, amount,
-                                    done = std::move(done)](std::error_code bec, decision d) {
-                                     if (bec) {
-                                       d = st->degrade_peek(k, p, amount, bec);
-                                     } else {
-                                       st->log.success();
-                                     }
-                                     done({}, d);
-                                   });
+  if (auto ec = state_->validate_operation(key, p, op, amount)) {
+    done(ec, decision{});
     return;
   }
   state_->denials.forget(key);

@@ -2,8 +2,10 @@
 #include <sluice/policy.hpp>
 
 #include <cmath>
+#include <system_error>
 
 #include "algorithm/limit.hpp"
+#include "core/validate_call.hpp"
 
 namespace sluice {
 namespace {
@@ -60,8 +62,9 @@ std::error_code validate(const policy& p) noexcept {
   return errc::unsupported_algorithm;
 }
 
-std::error_code validate(std::string_view key, const policy& p, std::uint64_t cost) noexcept {
-  if (auto ec = validate(p)) return ec;
+namespace detail {
+
+std::error_code validate_call(std::string_view key, const policy& p, std::uint64_t cost) noexcept {
   if (key.empty()) return errc::empty_key;
   if (key.size() > max_key_size) return errc::key_too_long;
   if (cost < 1) return errc::invalid_cost;
@@ -69,22 +72,51 @@ std::error_code validate(std::string_view key, const policy& p, std::uint64_t co
   return {};
 }
 
+}  // namespace detail
+
+std::error_code validate(std::string_view key, const policy& p, std::uint64_t cost) noexcept {
+  if (auto ec = validate(p)) return ec;
+  return detail::validate_call(key, p, cost);
+}
+
+std::error_code validate(std::string_view key, const valid_policy& p, std::uint64_t cost) noexcept {
+  return detail::validate_call(key, p.get(), cost);
+}
+
+valid_policy::valid_policy(const policy& p) : p_(p) {
+  if (auto ec = validate(p_)) throw std::system_error(ec, "invalid policy");
+}
+
+std::optional<valid_policy> valid_policy::make(const policy& p, std::error_code& ec) noexcept {
+  ec = validate(p);
+  if (ec) return std::nullopt;
+  return valid_policy(trusted{}, p);
+}
+
 std::string_view to_string(algorithm a) noexcept {
   switch (a) {
-    case algorithm::token_bucket: return "token_bucket";
-    case algorithm::gcra: return "gcra";
-    case algorithm::sliding_window: return "sliding_window";
-    case algorithm::sliding_window_counter: return "sliding_window_counter";
-    case algorithm::fixed_window: return "fixed_window";
+    case algorithm::token_bucket:
+      return "token_bucket";
+    case algorithm::gcra:
+      return "gcra";
+    case algorithm::sliding_window:
+      return "sliding_window";
+    case algorithm::sliding_window_counter:
+      return "sliding_window_counter";
+    case algorithm::fixed_window:
+      return "fixed_window";
   }
   return "unknown";
 }
 
 std::string_view to_string(failure_mode m) noexcept {
   switch (m) {
-    case failure_mode::open: return "open";
-    case failure_mode::closed: return "closed";
-    case failure_mode::local: return "local";
+    case failure_mode::open:
+      return "open";
+    case failure_mode::closed:
+      return "closed";
+    case failure_mode::local:
+      return "local";
   }
   return "unknown";
 }

@@ -50,8 +50,6 @@ bool evaluation::degraded() const noexcept {
   return false;
 }
 
-namespace detail {
-
 evaluation plan(std::shared_ptr<const rule_set> rules, const request_facts& req) {
   evaluation e;
   e.rules = std::move(rules);
@@ -64,7 +62,7 @@ evaluation plan(std::shared_ptr<const rule_set> rules, const request_facts& req)
     o.policy = r.policy;
     o.shadow = r.shadow;
     if (auto k = r.key.derive(req, e.rules->options())) {
-      o.key = limiter_key(r.name, r.policy, *k);
+      o.key = detail::limiter_key(r.name, r.policy, *k);
     } else {
       o.skipped = true;
     }
@@ -88,7 +86,8 @@ split split_outcomes(const evaluation& e) {
     const auto& o = e.outcomes[i];
     if (o.skipped) continue;
     const auto& r = e.rules->rules()[o.rule_index];
-    const bool valid = !validate(o.key, *e.rules->find_policy(r.policy), r.cost);
+    // The policy and the cost were checked when the rule_set was built: the key is new.
+    const bool valid = !validate(o.key, *e.rules->find_valid_policy(r.policy), r.cost);
     (!o.shadow && valid ? s.together : s.alone).push_back(i);
   }
   // One enforcing rule is a plain check: the same call as without multi-key support.
@@ -120,7 +119,8 @@ void record(rule_outcome& out, std::error_code ec, const decision& d) {
 
 }  // namespace
 
-void start_evaluate(limiter lim, evaluation planned, std::function<void(evaluation)> done) {
+void async_evaluate(on_backend_thread_t, limiter lim, evaluation planned,
+                    std::function<void(evaluation)> done) {
   struct state {
     evaluation e;
     std::function<void(evaluation)> done;
@@ -160,7 +160,7 @@ void start_evaluate(limiter lim, evaluation planned, std::function<void(evaluati
   for (auto i : parts.alone) {
     const auto& o = st->e.outcomes[i];
     const auto& r = st->e.rules->rules()[o.rule_index];
-    const auto* p = st->e.rules->find_policy(r.policy);
+    const auto* p = st->e.rules->find_valid_policy(r.policy);
     lim.async_check(on_backend_thread, o.key, *p, r.cost, [st, i](std::error_code ec, decision d) {
       record(st->e.outcomes[i], ec, d);
       st->one_done();
@@ -168,25 +168,28 @@ void start_evaluate(limiter lim, evaluation planned, std::function<void(evaluati
   }
 }
 
-}  // namespace detail
+void async_evaluate(on_backend_thread_t, limiter lim, std::shared_ptr<const rule_set> rules,
+                    const request_facts& req, std::function<void(evaluation)> done) {
+  async_evaluate(on_backend_thread, std::move(lim), plan(std::move(rules), req), std::move(done));
+}
 
 evaluation evaluate(limiter& lim, std::shared_ptr<const rule_set> rules, const request_facts& req) {
-  auto e = detail::plan(std::move(rules), req);
+  auto e = plan(std::move(rules), req);
   if (!e.rules) return e;
-  const auto parts = detail::split_outcomes(e);
+  const auto parts = split_outcomes(e);
   if (!parts.together.empty()) {
     std::error_code ec;
-    const auto ds = lim.check_all(detail::items_of(e, parts.together), ec);
+    const auto ds = lim.check_all(items_of(e, parts.together), ec);
     for (std::size_t j = 0; j < parts.together.size(); ++j) {
-      detail::record(e.outcomes[parts.together[j]], ec, j < ds.size() ? ds[j] : decision{});
+      record(e.outcomes[parts.together[j]], ec, j < ds.size() ? ds[j] : decision{});
     }
   }
   for (auto i : parts.alone) {
     auto& o = e.outcomes[i];
     const auto& r = e.rules->rules()[o.rule_index];
     std::error_code ec;
-    const auto d = lim.check(o.key, *e.rules->find_policy(r.policy), r.cost, ec);
-    detail::record(o, ec, d);
+    const auto d = lim.check(o.key, *e.rules->find_valid_policy(r.policy), r.cost, ec);
+    record(o, ec, d);
   }
   finish(e);
   return e;

@@ -53,7 +53,10 @@ rule_set::rule_set(std::map<std::string, sluice::policy, std::less<>> policies,
     if (!is_valid_name(name)) {
       invalid("policy " + quoted(name) + ": a name is 1..64 characters of A-Z a-z 0-9 _ . -");
     }
-    if (auto ec = validate(p)) invalid("policy " + quoted(name) + ": " + ec.message());
+    std::error_code ec;
+    auto v = valid_policy::make(p, ec);
+    if (!v) invalid("policy " + quoted(name) + ": " + ec.message());
+    valid_.emplace(name, *v);
   }
   std::set<std::string, std::less<>> names;
   for (const auto& r : rules_) {
@@ -93,6 +96,11 @@ rule_set::rule_set(std::map<std::string, sluice::policy, std::less<>> policies,
 const sluice::policy* rule_set::find_policy(std::string_view name) const noexcept {
   const auto it = policies_.find(name);
   return it == policies_.end() ? nullptr : &it->second;
+}
+
+const sluice::valid_policy* rule_set::find_valid_policy(std::string_view name) const noexcept {
+  const auto it = valid_.find(name);
+  return it == valid_.end() ? nullptr : &it->second;
 }
 
 std::vector<std::size_t> rule_set::matching(const request_facts& req) const {

@@ -1,7 +1,7 @@
 #include "redis/connection.hpp"
 
-#include <sluice/detail/coalesced_post.hpp>
 #include <sluice/error.hpp>
+#include "core/coalesced_post.hpp"
 #include "core/log.hpp"
 
 #include <algorithm>

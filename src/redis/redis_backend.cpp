@@ -2,7 +2,6 @@
 // auto-pipelined connection (connection.hpp) that an I/O thread of this backend runs, or the
 // caller's io_context (redis_options::run_on).
 #include <sluice/redis_backend.hpp>
-#include <sluice/redis_cluster.hpp>
 
 #include <sluice/backend_url.hpp>
 #include <sluice/error.hpp>
@@ -27,6 +26,7 @@
 #include "redis/handshake.hpp"
 #include "redis/standalone_backend.hpp"
 #include "redis/tls.hpp"
+#include "redis/topology_backends.hpp"
 
 namespace sluice {
 namespace {
@@ -91,7 +91,7 @@ class redis_backend final : public redis::engine_backend<redis::standalone_backe
     conn_->start();
     // The polling test holds the batcher and the connection, not the backend: the thread
     // may outlive it (see io_runner.hpp).
-    runner().start(o.poll_before_sleep,
+    runner().start(o.poll_before_sleep.value_or(std::chrono::microseconds{50}),
                    [batcher = batcher_, conn = conn_] { return lightly_loaded(*batcher, *conn); });
   }
 
@@ -169,19 +169,33 @@ class redis_backend final : public redis::engine_backend<redis::standalone_backe
 
 }  // namespace
 
-std::shared_ptr<backend> make_redis_backend(redis_options options) {
-  // One entry point for every Redis URL, so the CLI and the daemon take all three.
-  const auto scheme = parse_backend_scheme(options.url);
-  if (scheme && scheme->kind == backend_kind::redis_cluster)
+std::shared_ptr<backend> make_redis_backend(std::string_view url, redis_options options) {
+  // The one entry point for every Redis URL: the scheme is read here (parse_backend_scheme),
+  // the options checked for that topology, and the internal factories get the URL in
+  // options.url.
+  options.url = std::string(url);
+  const auto scheme = parse_backend_scheme(url);
+  if (!scheme || scheme->kind == backend_kind::memory) {
+    // The scheme only: the rest of a URL may hold a password.
+    const auto sep = url.find("://");
+    throw std::invalid_argument(
+        "not a Redis URL (want redis://, rediss://, redis+cluster://, rediss+cluster://, "
+        "redis+sentinel:// or rediss+sentinel://): " +
+        (sep == std::string_view::npos ? std::string("no scheme")
+                                       : "scheme " + std::string(url.substr(0, sep))));
+  }
+  if (scheme->kind == backend_kind::redis_cluster) {
     return make_redis_cluster_backend(std::move(options));
-  if (scheme && scheme->kind == backend_kind::redis_sentinel)
+  }
+  if (scheme->kind == backend_kind::redis_sentinel) {
     return make_redis_sentinel_backend(std::move(options));
+  }
   std::string why;
-  const auto url = parse_redis_url(options.url, &why);
-  if (!url) throw std::invalid_argument("invalid Redis URL: " + why);
+  const auto u = parse_redis_url(url, &why);
+  if (!u) throw std::invalid_argument("invalid Redis URL: " + why);
   redis::validate_options(options, redis::topology::standalone);
   // Loaded once, here: a bad CA, certificate or key is a start-up error, not a per-call one.
-  return redis::make_standalone_backend(options, *url, redis::make_tls_config(url->tls));
+  return redis::make_standalone_backend(options, *u, redis::make_tls_config(u->tls));
 }
 
 std::shared_ptr<redis::standalone_backend> redis::make_standalone_backend(

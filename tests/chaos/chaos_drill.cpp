@@ -61,7 +61,7 @@ drill_result run(const drill_options& o) {
   ro.command_timeout = std::chrono::milliseconds{o.timeout_ms};
   ro.connect_timeout = std::chrono::milliseconds{o.timeout_ms};
   ro.key_prefix = "chaos:";
-  sluice::limiter lim(sluice::make_redis_backend(ro));
+  sluice::limiter lim(sluice::make_redis_backend(ro.url, ro));
 
   sluice::policy p;
   p.capacity = o.capacity;

@@ -35,4 +35,8 @@ list(FILTER stray EXCLUDE REGEX "^sluice/")
 if(stray)
   message(FATAL_ERROR "installed outside include/sluice/: ${stray}")
 endif()
+# Only the public API: no internals under a detail/ directory (#32 item 7).
+if(EXISTS ${PREFIX}/include/sluice/detail)
+  message(FATAL_ERROR "${PREFIX}/include/sluice/detail was installed: internals are not API")
+endif()
 message(STATUS "installed into ${PREFIX}: ${expected}")

@@ -6,6 +6,7 @@
 // (so that mutations explore past the scheme), any other byte is part of the URL.
 #include <sluice/redis_backend.hpp>
 #include <sluice/redis_cluster.hpp>
+#include <sluice/redis_sentinel.hpp>
 
 #include <string>
 

@@ -10,8 +10,8 @@
 #include <sluice/sluice.hpp>
 
 #include <atomic>
-#include <functional>
 #include <chrono>
+#include <functional>
 #include <latch>
 #include <string>
 #include <thread>
@@ -45,8 +45,8 @@ std::vector<named_policy> ten_per_long_while() {
     p.on_failure = failure_mode::closed;  // a failed call can only lower a count
     v.push_back({to_string(a).data(), p});
   }
-  for (auto a : {algorithm::sliding_window, algorithm::sliding_window_counter,
-                 algorithm::fixed_window}) {
+  for (auto a :
+       {algorithm::sliding_window, algorithm::sliding_window_counter, algorithm::fixed_window}) {
     policy p;
     p.algorithm = a;
     p.limit = 10;
@@ -62,7 +62,7 @@ std::shared_ptr<backend> redis_at(const std::string& url) {
   o.url = url;
   o.command_timeout = 5s;
   o.connect_timeout = 2s;
-  return make_redis_backend(o);
+  return make_redis_backend(o.url, o);
 }
 
 limiter on_cluster(const redis_cluster& cluster) {
@@ -70,7 +70,7 @@ limiter on_cluster(const redis_cluster& cluster) {
   o.url = cluster.url();
   o.command_timeout = 2000ms;
   o.connect_timeout = 1000ms;
-  return limiter(make_redis_cluster_backend(o));
+  return limiter(make_redis_backend(o.url, o));
 }
 
 // A burst of checks of cost 3, 3, 3, 1, 1: what a client sees.
@@ -199,7 +199,7 @@ TEST(AlgorithmBackendsTest, CheckAllMixingAlgorithmsIsAllOrNothing) {
     EXPECT_EQ(first[0].remaining, 3u);
     // The quota is used up: the call is denied, and the gcra key spends nothing.
     auto second = lim->check_all(items);
-    EXPECT_TRUE(second[0].allowed);  // would have allowed...
+    EXPECT_TRUE(second[0].allowed);      // would have allowed...
     EXPECT_EQ(second[0].remaining, 3u);  // ...and spent nothing
     EXPECT_FALSE(second[1].allowed);
     EXPECT_GT(second[1].retry_after, 0ms);
@@ -328,7 +328,7 @@ TEST(AlgorithmBackendsTest, FailureModesSpeakEachAlgorithmsTerms) {
   o.url = "redis://127.0.0.1:1";
   o.command_timeout = 100ms;
   o.connect_timeout = 100ms;
-  limiter lim(make_redis_backend(o));
+  limiter lim(make_redis_backend(o.url, o));
   policy p;
   p.algorithm = algorithm::sliding_window;
   p.limit = 5;

@@ -97,7 +97,7 @@ class batch {
 
 TEST(ClusterBackendTest, ConcurrentCallersAdmitExactlyTheCapacityOnEveryMaster) {
   redis_cluster cluster;
-  auto lim = limiter(make_redis_cluster_backend(options_for(cluster)));
+  auto lim = limiter(make_redis_backend(cluster.url(), options_for(cluster)));
   const auto masters = cluster.masters();
   ASSERT_EQ(masters.size(), 3u);
   for (const auto m : masters) {
@@ -123,7 +123,7 @@ TEST(ClusterBackendTest, ConcurrentCallersAdmitExactlyTheCapacityOnEveryMaster) 
 
 TEST(ClusterBackendTest, ThousandsOfKeysSpreadOverAllMasters) {
   redis_cluster cluster;
-  auto b = make_redis_cluster_backend(options_for(cluster));
+  auto b = make_redis_backend(cluster.url(), options_for(cluster));
   constexpr int keys = 3000;
   batch all(b);
   for (int i = 0; i < keys; ++i) all.add("user:" + std::to_string(i), bucket(5));
@@ -160,7 +160,7 @@ TEST(ClusterBackendTest, ThousandsOfKeysSpreadOverAllMasters) {
 
 TEST(ClusterBackendTest, ScriptsAreLoadedPerNodeOnNoscript) {
   redis_cluster cluster;
-  auto b = make_redis_cluster_backend(options_for(cluster));
+  auto b = make_redis_backend(cluster.url(), options_for(cluster));
   std::vector<std::string> keys;
   for (const auto m : cluster.masters()) keys.push_back(key_on(cluster, m, "ns:"));
   decision d;
@@ -176,7 +176,7 @@ TEST(ClusterBackendTest, ScriptsAreLoadedPerNodeOnNoscript) {
 
 TEST(ClusterBackendTest, FromUrlAndPrefixWithHashTags) {
   redis_cluster cluster;
-  auto lim = limiter::from_url(cluster.url());
+  auto lim = limiter_from_url(cluster.url());
   // Default options: a 50 ms command timeout, which the first call (slot map, connection,
   // NOSCRIPT then EVAL) can miss on a loaded machine under a sanitizer; such a call is
   // degraded, and what this test asks is where the key lands, so it tries again.
@@ -242,7 +242,7 @@ struct load {
 // callers decide on them; `after`: the backend's counters after the run.
 void migrate_under_load(int threads, backend_stats& after) {
   redis_cluster cluster;
-  auto b = make_redis_cluster_backend(options_for(cluster));
+  auto b = make_redis_backend(cluster.url(), options_for(cluster));
   // Twenty keys in one slot (a hash tag), partly spent before, during and after the move.
   std::vector<std::string> keys;
   for (int i = 0; i < 20; ++i) keys.push_back("{hot}:k" + std::to_string(i));
@@ -304,7 +304,7 @@ TEST(ClusterBackendTest, SameSlotBatchesAreSplitWhileTheirSlotMigrates) {
 // decided exactly as alone: every key admits its capacity, no more.
 TEST(ClusterBackendTest, SameSlotDecisionsShareScriptCallsAndStayExact) {
   redis_cluster cluster;
-  auto b = make_redis_cluster_backend(options_for(cluster));
+  auto b = make_redis_backend(cluster.url(), options_for(cluster));
   const auto p = bucket(50);
   std::vector<std::string> keys;
   for (int i = 0; i < 10; ++i) keys.push_back("{tenant}:k" + std::to_string(i));
@@ -337,8 +337,8 @@ TEST(ClusterBackendTest, SameSlotDecisionsShareScriptCallsAndStayExact) {
 TEST(ClusterBackendTest, MasterKilledUnderLoadFailsOverWithinBoundedTime) {
   redis_cluster cluster;  // cluster-node-timeout 1000 ms
   const auto command_timeout = 200ms;
-  auto lim =
-      std::make_shared<limiter>(make_redis_cluster_backend(options_for(cluster, command_timeout)));
+  auto lim = std::make_shared<limiter>(
+      make_redis_backend(cluster.url(), options_for(cluster, command_timeout)));
   // One key per master; the victim is the first master's.
   const auto masters = cluster.masters();
   std::vector<std::string> keys;

@@ -33,7 +33,7 @@ TEST(ClusterFailureTest, RefusedSeedsFailFastWithBackendErrors) {
   o.url = "redis+cluster://127.0.0.1:" + std::to_string(free_loopback_port()) +
           ",127.0.0.1:" + std::to_string(free_loopback_port());
   o.command_timeout = 100ms;
-  auto b = make_redis_cluster_backend(o);
+  auto b = make_redis_backend(o.url, o);
   for (int i = 0; i < 50; ++i) {
     decision d;
     const auto start = steady::now();
@@ -49,7 +49,7 @@ TEST(ClusterFailureTest, SilentSeedTimesOutWithinTheCommandTimeout) {
   o.url = "redis+cluster://127.0.0.1:" + std::to_string(hole.port());
   o.command_timeout = 100ms;
   o.connect_timeout = 100ms;
-  auto b = make_redis_cluster_backend(o);
+  auto b = make_redis_backend(o.url, o);
   for (int i = 0; i < 5; ++i) {
     decision d;
     const auto start = steady::now();
@@ -67,7 +67,7 @@ TEST(ClusterFailureTest, DestroyedWithCallsInFlightCompletesThemAll) {
   o.url = "redis+cluster://127.0.0.1:" + std::to_string(hole.port());
   o.command_timeout = 10s;  // only the destruction can end these calls in time
   o.connect_timeout = 10s;
-  auto b = make_redis_cluster_backend(o);
+  auto b = make_redis_backend(o.url, o);
   std::mutex mu;
   std::condition_variable cv;
   int done = 0;

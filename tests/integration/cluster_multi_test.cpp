@@ -53,7 +53,7 @@ TEST(ClusterMultiTest, AtomicPerSlotAndRefundedAcrossSlots) {
   o.url = cluster.url();
   o.command_timeout = 2000ms;
   o.connect_timeout = 1000ms;
-  auto b = make_redis_cluster_backend(o);
+  auto b = make_redis_backend(o.url, o);
   limiter lim(b);
   const auto wide = bucket(10), narrow = bucket(2);
   lim.check("warm-up", wide);  // the slot map is there before anything is counted

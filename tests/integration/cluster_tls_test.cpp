@@ -54,7 +54,7 @@ class ClusterTlsTest : public ::testing::Test {
     o.url = cluster_->url() + query;
     o.command_timeout = 1000ms;
     o.connect_timeout = 1000ms;
-    return limiter(make_redis_backend(o));
+    return limiter(make_redis_backend(o.url, o));
   }
   static inline std::unique_ptr<test_pki> pki_;
   static inline std::unique_ptr<redis_cluster> cluster_;

@@ -47,7 +47,7 @@ backend_factory real_backend(std::string url) {
     o.url = url;
     o.command_timeout = 10s;
     o.connect_timeout = 5s;
-    return make_redis_backend(o);
+    return make_redis_backend(o.url, o);
   };
 }
 

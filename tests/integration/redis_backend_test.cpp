@@ -46,7 +46,7 @@ TEST(RedisBackendTest, DecidesAndStoresUnderThePrefix) {
   test::redis_server redis;
   auto o = options_for(redis.url());
   o.key_prefix = "pfx:";
-  auto b = make_redis_backend(o);
+  auto b = make_redis_backend(o.url, o);
   const auto p = bucket(3, 0.001);
   for (std::uint64_t i = 1; i <= 3; ++i) {
     const auto d = decide_ok(*b, "user", p);
@@ -71,7 +71,7 @@ TEST(RedisBackendTest, DecidesAndStoresUnderThePrefix) {
 
 TEST(RedisBackendTest, CostSpendsSeveralTokens) {
   test::redis_server redis;
-  auto b = make_redis_backend(options_for(redis.url()));
+  auto b = make_redis_backend(redis.url(), options_for(redis.url()));
   const auto p = bucket(10, 1);
   EXPECT_EQ(decide_ok(*b, "k", p, 7).remaining, 3u);
   const auto d = decide_ok(*b, "k", p, 4);
@@ -82,7 +82,7 @@ TEST(RedisBackendTest, CostSpendsSeveralTokens) {
 
 TEST(RedisBackendTest, RefillAndRetryAfterInRealTime) {
   test::redis_server redis;
-  auto b = make_redis_backend(options_for(redis.url()));
+  auto b = make_redis_backend(redis.url(), options_for(redis.url()));
   // 20 tokens/s: one token per 50 ms; capacity 5 refills in 250 ms.
   const auto p = bucket(5, 20);
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(decide_ok(*b, "r", p).allowed);
@@ -117,7 +117,7 @@ TEST(RedisBackendTest, DecidesWithEvalshaOfTheEmbeddedScript) {
   // A wrong embedded SHA would still work (NOSCRIPT, then EVAL every time), only slowly:
   // the command statistics tell.
   test::redis_server redis;
-  auto b = make_redis_backend(options_for(redis.url()));
+  auto b = make_redis_backend(redis.url(), options_for(redis.url()));
   for (int i = 0; i < 10; ++i) decide_ok(*b, "sha", bucket(100, 1));
   test::redis_client c(redis.port());
   const auto info = c.command({"INFO", "commandstats"});
@@ -128,7 +128,7 @@ TEST(RedisBackendTest, DecidesWithEvalshaOfTheEmbeddedScript) {
 
 TEST(RedisBackendTest, RecoversFromScriptFlush) {
   test::redis_server redis;
-  auto b = make_redis_backend(options_for(redis.url()));
+  auto b = make_redis_backend(redis.url(), options_for(redis.url()));
   const auto p = bucket(100, 1);
   EXPECT_EQ(decide_ok(*b, "n", p).remaining, 99u);
   test::redis_client c(redis.port());
@@ -142,7 +142,7 @@ TEST(RedisBackendTest, RecoversFromScriptFlush) {
 
 TEST(RedisBackendTest, SameBackendWorksAfterRedisRestart) {
   test::redis_server redis;
-  auto b = make_redis_backend(options_for(redis.url()));
+  auto b = make_redis_backend(redis.url(), options_for(redis.url()));
   const auto p = bucket(100, 1);
   EXPECT_EQ(decide_ok(*b, "n", p).remaining, 99u);
   redis.restart();  // no scripts, no keys, same port
@@ -160,13 +160,13 @@ TEST(RedisBackendTest, SameBackendWorksAfterRedisRestart) {
 
 TEST(RedisBackendTest, AuthWithPassword) {
   test::redis_server redis({"--requirepass", "p@ss word"});
-  auto good = make_redis_backend(
-      options_for("redis://:p%40ss%20word@127.0.0.1:" + std::to_string(redis.port())));
+  const auto good_url = "redis://:p%40ss%20word@127.0.0.1:" + std::to_string(redis.port());
+  auto good = make_redis_backend(good_url, options_for(good_url));
   EXPECT_TRUE(decide_ok(*good, "a", bucket(5, 1)).allowed);
 
   auto o = options_for("redis://:wrong@127.0.0.1:" + std::to_string(redis.port()));
   o.connect_timeout = 500ms;
-  auto bad = make_redis_backend(o);
+  auto bad = make_redis_backend(o.url, o);
   decision d;
   EXPECT_EQ(bad->decide("a", bucket(5, 1), 1, d), errc::backend_unavailable);
 }
@@ -178,8 +178,8 @@ TEST(RedisBackendTest, AuthWithAclUserAndSelectDb) {
     auto r = admin.command({"ACL", "SETUSER", "limiter", "on", ">s3cret", "~*", "+@all"});
     ASSERT_FALSE(redis::is_error(*r)) << redis::reply_text(*r);
   }
-  auto b = make_redis_backend(
-      options_for("redis://limiter:s3cret@127.0.0.1:" + std::to_string(redis.port()) + "/5"));
+  const auto url = "redis://limiter:s3cret@127.0.0.1:" + std::to_string(redis.port()) + "/5";
+  auto b = make_redis_backend(url, options_for(url));
   EXPECT_TRUE(decide_ok(*b, "acl", bucket(5, 1)).allowed);
   test::redis_client c(redis.port());
   EXPECT_FALSE(c.get("sluice:acl"));  // not in db 0
@@ -189,7 +189,7 @@ TEST(RedisBackendTest, AuthWithAclUserAndSelectDb) {
 
 TEST(RedisBackendTest, AsyncDecideCompletesOnTheIoThread) {
   test::redis_server redis;
-  auto b = make_redis_backend(options_for(redis.url()));
+  auto b = make_redis_backend(redis.url(), options_for(redis.url()));
   std::promise<std::pair<std::error_code, std::thread::id>> done;
   b->async_decide("x", bucket(5, 1), 1, [&](std::error_code ec, decision) {
     done.set_value({ec, std::this_thread::get_id()});
@@ -203,7 +203,7 @@ TEST(RedisBackendTest, MaxInFlightFailsFastWithOverloaded) {
   test::redis_server redis;
   auto o = options_for(redis.url());
   o.max_in_flight = 4;
-  auto b = make_redis_backend(o);
+  auto b = make_redis_backend(o.url, o);
   decision warm;
   ASSERT_FALSE(b->decide("warm", bucket(5, 1), 1, warm));
   redis.pause();  // nothing completes while paused, so in-flight calls pile up
@@ -226,7 +226,7 @@ TEST(RedisBackendTest, DestructionCompletesPendingCallsWithShuttingDown) {
   test::redis_server redis;
   auto o = options_for(redis.url());
   o.command_timeout = 60s;  // only shutdown can complete these
-  auto b = make_redis_backend(o);
+  auto b = make_redis_backend(o.url, o);
   decision warm;
   ASSERT_FALSE(b->decide("warm", bucket(5, 1), 1, warm));
   redis.pause();
@@ -248,10 +248,10 @@ TEST(RedisBackendTest, DestructionCompletesPendingCallsWithShuttingDown) {
 TEST(RedisBackendTest, RejectsBadOptions) {
   redis_options o;
   o.url = "http://x";
-  EXPECT_THROW(make_redis_backend(o), std::invalid_argument);
+  EXPECT_THROW(make_redis_backend(o.url, o), std::invalid_argument);
   o.url = "redis://127.0.0.1:1";
   o.command_timeout = 0ms;
-  EXPECT_THROW(make_redis_backend(o), std::invalid_argument);
+  EXPECT_THROW(make_redis_backend(o.url, o), std::invalid_argument);
 }
 
 }  // namespace

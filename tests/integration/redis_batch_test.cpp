@@ -42,7 +42,7 @@ std::shared_ptr<backend> make(const std::string& url, std::size_t max_batch,
   o.command_timeout = timeout;
   o.connect_timeout = 2s;
   o.max_batch = max_batch;
-  return make_redis_backend(o);
+  return make_redis_backend(o.url, o);
 }
 
 // Waits until `n` completions were counted, at most `within`.

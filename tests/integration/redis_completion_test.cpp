@@ -1,6 +1,6 @@
 // How async checks on Redis complete on the caller's io_context, when one Redis reply
 // answers many of them at once (they are then posted to that io_context as one operation,
-// include/sluice/detail/coalesced_post.hpp). What a caller relies on: every handler runs
+// include/sluice/completion.hpp). What a caller relies on: every handler runs
 // exactly once, on its own io_context's thread; a handler that throws makes run() throw as
 // Asio's handlers do, and loses none of the others; and each handler is destroyed on the
 // thread that ran it, never on the backend's I/O thread.
@@ -63,7 +63,7 @@ void expect_each_completes_once_on_its_thread(boost::asio::io_context& io, Execu
   redis_options o;
   o.url = redis.url();
   o.command_timeout = 10s;
-  limiter lim(make_redis_backend(o));
+  limiter lim(make_redis_backend(o.url, o));
   policy p;
   p.capacity = capacity;
   p.refill_per_second = 0.001;
@@ -128,7 +128,7 @@ void expect_each_completes_once_on_its_thread(boost::asio::io_context& io, Execu
   }
 }
 
-// Coalesced: one post per reply (include/sluice/detail/coalesced_post.hpp).
+// Coalesced: one post per reply (include/sluice/completion.hpp).
 TEST(RedisCompletionTest, ConcurrentChecksBoundToAnIoContextCompleteOnceEachOnItsThread) {
   boost::asio::io_context io(1);
   expect_each_completes_once_on_its_thread(io, io.get_executor());
@@ -149,7 +149,7 @@ std::size_t operations_to_complete(boost::asio::io_context& io, Executor bind_to
   o.url = redis.url();
   o.command_timeout = 10s;
   o.max_batch = 32;
-  limiter lim(make_redis_backend(o));
+  limiter lim(make_redis_backend(o.url, o));
   policy p;
   p.capacity = 1000;
   p.refill_per_second = 0.001;

@@ -45,7 +45,7 @@ class RedisFailureTest : public ::testing::TestWithParam<failure_mode> {
     o.connect_timeout = 200ms;
     o.reconnect_backoff_min = 10ms;
     o.reconnect_backoff_max = 200ms;
-    return limiter(make_redis_backend(o));
+    return limiter(make_redis_backend(o.url, o));
   }
 
   decision timed_check(limiter& lim, const std::string& key) {

@@ -59,7 +59,7 @@ std::uint64_t stored_tokens(test::redis_client& c, const std::string& key, std::
 
 TEST(RedisDecideAllTest, OneDenialSpendsNothingAnywhere) {
   test::redis_server redis;
-  auto b = make_redis_backend(options_for(redis.url()));
+  auto b = make_redis_backend(redis.url(), options_for(redis.url()));
   test::redis_client c(redis.port());
   const auto a = slow(10), small = slow(2);
   // Spend 3 of a alone and empty "b", then ask for both.
@@ -81,7 +81,7 @@ TEST(RedisDecideAllTest, OneDenialSpendsNothingAnywhere) {
 
 TEST(RedisDecideAllTest, AllAllowSpendsEveryKeyInOneStep) {
   test::redis_server redis;
-  auto b = make_redis_backend(options_for(redis.url()));
+  auto b = make_redis_backend(redis.url(), options_for(redis.url()));
   test::redis_client c(redis.port());
   const auto a = slow(5), small = slow(3);
   for (std::uint64_t i = 1; i <= 3; ++i) {
@@ -103,7 +103,7 @@ TEST(RedisDecideAllTest, AllAllowSpendsEveryKeyInOneStep) {
 
 TEST(RedisDecideAllTest, DuplicateKeysAddUpAgainstOneBucket) {
   test::redis_server redis;
-  auto b = make_redis_backend(options_for(redis.url()));
+  auto b = make_redis_backend(redis.url(), options_for(redis.url()));
   test::redis_client c(redis.port());
   const auto p = slow(5);
   auto ds = all_ok(*b, {{"k", p, 2}, {"k", p, 2}});
@@ -120,7 +120,7 @@ TEST(RedisDecideAllTest, DuplicateKeysAddUpAgainstOneBucket) {
 
 TEST(RedisDecideAllTest, OneItemUsesTheSingleKeyScript) {
   test::redis_server redis;
-  auto b = make_redis_backend(options_for(redis.url()));
+  auto b = make_redis_backend(redis.url(), options_for(redis.url()));
   test::redis_client c(redis.port());
   const auto p = slow(2);
   // Only the single-key script is left on the server: a one-item call must not need
@@ -139,7 +139,7 @@ TEST(RedisDecideAllTest, OneItemUsesTheSingleKeyScript) {
 
 TEST(RedisDecideAllTest, NoscriptAfterScriptFlushIsRecovered) {
   test::redis_server redis;
-  auto b = make_redis_backend(options_for(redis.url()));
+  auto b = make_redis_backend(redis.url(), options_for(redis.url()));
   test::redis_client c(redis.port());
   const auto p = slow(3);
   ASSERT_TRUE(all_allowed(all_ok(*b, {{"x", p, 1}, {"y", p, 1}})));
@@ -157,7 +157,7 @@ TEST(RedisDecideAllTest, NoscriptAfterScriptFlushIsRecovered) {
 TEST(RedisDecideAllTest, LimiterCheckAllOnRedisAndFailureModes) {
   test::redis_server redis;
   auto o = options_for(redis.url());
-  limiter lim(make_redis_backend(o));
+  limiter lim(make_redis_backend(o.url, o));
   const auto a = slow(4), b = slow(1);
   ASSERT_TRUE(all_allowed(lim.check_all(std::vector<check_item>{{"a", a, 1}, {"b", b, 1}})));
   const auto ds = lim.check_all(std::vector<check_item>{{"a", a, 1}, {"b", b, 1}});
@@ -178,7 +178,7 @@ TEST(RedisDecideAllTest, LimiterCheckAllOnRedisAndFailureModes) {
 // and failure modes of the blocking calls.
 TEST(RedisDecideAllTest, OnBackendThreadCompletesOnTheIoThread) {
   test::redis_server redis;
-  limiter lim(make_redis_backend(options_for(redis.url())));
+  limiter lim(make_redis_backend(redis.url(), options_for(redis.url())));
   const auto caller = std::this_thread::get_id();
   struct seen {
     std::thread::id where;
@@ -223,7 +223,7 @@ TEST(RedisDecideAllTest, OnBackendThreadCompletesOnTheIoThread) {
 // smaller capacity of pairs gets through, and no bucket gives a token to a denied pair.
 TEST(RedisDecideAllTest, ConcurrentPairsNeverOverAdmitNorLeakTokens) {
   test::redis_server redis;
-  limiter lim(make_redis_backend(options_for(redis.url())));
+  limiter lim(make_redis_backend(redis.url(), options_for(redis.url())));
   test::redis_client c(redis.port());
   const auto wide = slow(40), narrow = slow(15);
   // Connect first, so the callers race on the keys and not on the connection.

@@ -33,9 +33,8 @@ policy bucket() {
   return p;
 }
 
-limiter make_limiter(
-    const std::string& url, std::chrono::milliseconds timeout,
-    std::chrono::microseconds poll_before_sleep = redis_options{}.poll_before_sleep) {
+limiter make_limiter(const std::string& url, std::chrono::milliseconds timeout,
+                     std::chrono::microseconds poll_before_sleep = std::chrono::microseconds{50}) {
   redis_options o;
   o.url = url;
   o.poll_before_sleep = poll_before_sleep;
@@ -43,7 +42,7 @@ limiter make_limiter(
   o.connect_timeout = 500ms;
   o.reconnect_backoff_min = 10ms;
   o.reconnect_backoff_max = 100ms;
-  return limiter(make_redis_backend(o));
+  return limiter(make_redis_backend(o.url, o));
 }
 
 std::string key_name(const std::string& prefix, int k) { return prefix + std::to_string(k); }

@@ -27,7 +27,7 @@ TEST(RedisPoolStrandTest, ChecksBoundToAThreadPoolStrandCompleteOnThatStrand) {
   test::redis_server redis;
   redis_options o;
   o.url = redis.url();
-  limiter lim(make_redis_backend(o));
+  limiter lim(make_redis_backend(o.url, o));
   asio::thread_pool pool(2);
   const auto strand = asio::make_strand(pool.get_executor());
   const asio::any_io_executor ex = strand;

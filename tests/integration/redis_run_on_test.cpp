@@ -83,7 +83,7 @@ TEST(RedisRunOnTest, ConcurrentChecksFromTheLoopAndFromOtherThreadsStayExact) {
     // The io_context outlives the limiter that runs on it.
     loop_thread loop;
     std::function<void(int, int)> issue;
-    limiter lim(make_redis_backend(options_on(loop.io, redis.url())));
+    limiter lim(make_redis_backend(redis.url(), options_on(loop.io, redis.url())));
     wait_until_up(lim, "probe");
 
     // 40 chains of async_check on the loop, each issuing its next check from the previous
@@ -137,7 +137,7 @@ TEST(RedisRunOnTest, ABlockingCheckOnTheLoopThreadFailsAtOnceInsteadOfWaitingFor
   test::redis_server redis;
   std::promise<decision> on_loop;  // outlives the loop's handler, whatever fails below
   loop_thread loop;
-  limiter lim(make_redis_backend(options_on(loop.io, redis.url())));
+  limiter lim(make_redis_backend(redis.url(), options_on(loop.io, redis.url())));
   wait_until_up(lim, "probe");
   const auto t0 = std::chrono::steady_clock::now();
   asio::post(loop.io, [&] { on_loop.set_value(lim.check("self", bucket())); });
@@ -155,7 +155,7 @@ TEST(RedisRunOnTest, ABlockingCheckOnTheLoopThreadFailsAtOnceInsteadOfWaitingFor
 TEST(RedisRunOnTest, ServesAgainAfterRedisRestarts) {
   test::redis_server redis;
   loop_thread loop;
-  limiter lim(make_redis_backend(options_on(loop.io, redis.url())));
+  limiter lim(make_redis_backend(redis.url(), options_on(loop.io, redis.url())));
   wait_until_up(lim, "probe");
   redis.restart();  // every key lost (the reconnection loads the scripts again)
   std::this_thread::sleep_for(100ms);
@@ -181,9 +181,9 @@ TEST(RedisRunOnTest, ClusterAndSentinelUrlsRefuseIt) {
   for (const char* url :
        {"redis+cluster://127.0.0.1:7000", "redis+sentinel://127.0.0.1:26379/mymaster"}) {
     auto o = options_on(io, url);
-    EXPECT_THROW(make_redis_backend(o), std::invalid_argument) << url;
+    EXPECT_THROW(make_redis_backend(o.url, o), std::invalid_argument) << url;
     o.run_on = nullptr;
-    EXPECT_NO_THROW(make_redis_backend(o)) << url;
+    EXPECT_NO_THROW(make_redis_backend(o.url, o)) << url;
   }
 }
 

@@ -57,7 +57,7 @@ class TlsSuite : public ::testing::Test {
     o.connect_timeout = connect_timeout;
     o.reconnect_backoff_min = 10ms;
     o.reconnect_backoff_max = 200ms;
-    return make_redis_backend(o);
+    return make_redis_backend(o.url, o);
   }
 
   static policy bucket(std::uint64_t capacity, failure_mode mode = failure_mode::closed) {
@@ -245,7 +245,7 @@ void expect_construction_fails(const std::string& url, const std::string& names)
   try {
     redis_options o;
     o.url = url;
-    make_redis_backend(o);
+    make_redis_backend(o.url, o);
     ADD_FAILURE() << "constructed a backend for " << url;
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find(names), std::string::npos) << e.what();
@@ -270,7 +270,7 @@ TEST_F(RedisTlsTest, UnloadableFilesThrowAtConstructionNamingTheFile) {
   redis_options o;
   o.url =
       base + "?ca=" + pki().ca() + "&cert=" + pki().client_cert() + "&key=" + pki().client_key();
-  EXPECT_NO_THROW(make_redis_backend(o));
+  EXPECT_NO_THROW(make_redis_backend(o.url, o));
 }
 
 }  // namespace

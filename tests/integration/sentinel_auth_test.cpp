@@ -4,7 +4,7 @@
 // other.
 #include <gtest/gtest.h>
 
-#include <sluice/redis_cluster.hpp>
+#include <sluice/redis_sentinel.hpp>
 #include <sluice/sluice.hpp>
 
 #include <chrono>
@@ -37,7 +37,7 @@ limiter make_limiter(const std::string& url) {
   o.connect_timeout = 1000ms;
   o.reconnect_backoff_min = 10ms;
   o.reconnect_backoff_max = 200ms;
-  return limiter(make_redis_backend(o));
+  return limiter(make_redis_backend(o.url, o));
 }
 
 // Polls for up to `within`; the first decision Redis made, or the last degraded one.

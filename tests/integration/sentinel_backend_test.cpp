@@ -3,7 +3,7 @@
 // master, which the sentinels must detect first).
 #include <gtest/gtest.h>
 
-#include <sluice/redis_cluster.hpp>
+#include <sluice/redis_sentinel.hpp>
 #include <sluice/sluice.hpp>
 
 #include <atomic>
@@ -39,7 +39,7 @@ redis_options options_for(const redis_sentinel_group& g) {
 
 TEST(SentinelBackendTest, DiscoversTheMaster) {
   redis_sentinel_group group;
-  auto lim = limiter::from_url(group.url());
+  auto lim = limiter_from_url(group.url());
   const auto d = lim.check("disc", bucket(3, failure_mode::closed));
   EXPECT_TRUE(d.allowed);
   EXPECT_FALSE(d.degraded) << d.backend_error.message();
@@ -50,7 +50,7 @@ TEST(SentinelBackendTest, DiscoversTheMaster) {
 
 TEST(SentinelBackendTest, CheckAllIsAllOrNothingOnTheMaster) {
   redis_sentinel_group group;
-  auto lim = limiter::from_url(group.url());
+  auto lim = limiter_from_url(group.url());
   const auto wide = bucket(5, failure_mode::closed), narrow = bucket(1, failure_mode::closed);
   const std::vector<check_item> items{{"w", wide, 1}, {"n", narrow, 1}};
   auto ds = lim.check_all(items);
@@ -130,7 +130,7 @@ void expect_served_by(limiter& lim, std::uint16_t port, const std::string& key) 
 
 TEST(SentinelBackendTest, FollowsSentinelFailover) {
   redis_sentinel_group group;
-  auto lim = std::make_shared<limiter>(make_redis_sentinel_backend(options_for(group)));
+  auto lim = std::make_shared<limiter>(make_redis_backend(group.url(), options_for(group)));
   const auto old_port = group.master_port();
   ASSERT_EQ(old_port, group.data_node(0).port());
   ASSERT_FALSE(lim->check("warm", bucket(10, failure_mode::closed)).degraded);
@@ -162,7 +162,7 @@ TEST(SentinelBackendTest, FollowsSentinelFailover) {
 
 TEST(SentinelBackendTest, FollowsAKilledMaster) {
   redis_sentinel_group group;
-  auto lim = std::make_shared<limiter>(make_redis_sentinel_backend(options_for(group)));
+  auto lim = std::make_shared<limiter>(make_redis_backend(group.url(), options_for(group)));
   const auto old_port = group.master_port();
   ASSERT_FALSE(lim->check("warm", bucket(10, failure_mode::closed)).degraded);
   load l(lim);

@@ -3,7 +3,7 @@
 // their own: TLS to the sentinels and to the master they name, both verified.
 #include <gtest/gtest.h>
 
-#include <sluice/redis_cluster.hpp>
+#include <sluice/redis_sentinel.hpp>
 #include <sluice/sluice.hpp>
 
 #include <chrono>
@@ -34,7 +34,7 @@ limiter make_limiter(const std::string& url) {
   o.connect_timeout = 1000ms;
   o.reconnect_backoff_min = 10ms;
   o.reconnect_backoff_max = 200ms;
-  return limiter(make_redis_backend(o));
+  return limiter(make_redis_backend(o.url, o));
 }
 
 decision first_healthy(limiter& lim, const std::string& key, std::chrono::milliseconds within) {

@@ -5,7 +5,7 @@
 /// the slot map and every replica's link to its master is up.
 ///
 ///   sluice::test::redis_cluster cluster;          // 3 masters + 3 replicas
-///   auto b = make_redis_cluster_backend({.url = cluster.url()});
+///   auto b = make_redis_backend(cluster.url());
 ///   cluster.kill_master_of(slot);                 // a crash; its replica takes over
 ///
 /// Every process is killed when the object is destroyed (RAII, also when a test fails).

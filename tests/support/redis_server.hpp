@@ -2,7 +2,7 @@
 /// A real redis-server child process on a free loopback port, for integration tests.
 ///
 ///   sluice::test::redis_server redis;            // started, answers PING
-///   auto backend = make_redis_backend({.url = redis.url()});
+///   auto backend = make_redis_backend(redis.url());
 ///   redis.kill();  redis.start();                // same port, empty data set
 ///   redis.pause(); redis.resume();               // SIGSTOP / SIGCONT
 ///

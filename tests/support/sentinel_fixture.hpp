@@ -5,7 +5,7 @@
 /// other sentinels, so a failover can happen.
 ///
 ///   sluice::test::redis_sentinel_group group;
-///   auto b = make_redis_sentinel_backend({.url = group.url()});
+///   auto b = make_redis_backend(group.url());
 ///   group.failover();  // SENTINEL FAILOVER: the replica becomes master
 ///
 /// Every process is killed when the object is destroyed (RAII). Not thread-safe.

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <sluice/redis_cluster.hpp>
+#include <sluice/redis_sentinel.hpp>
 
 namespace sluice {
 namespace {

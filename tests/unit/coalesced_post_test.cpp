@@ -1,8 +1,8 @@
-// sluice::detail::post_coalesced: how checks completed together reach an io_context. What a
-// caller relies on: each completion runs exactly once, in order, on its io_context, never
-// inline; the io_context does not run out of work while completions are held back; and a
-// completion that throws loses none of the others.
-#include <sluice/detail/coalesced_post.hpp>
+// sluice::detail::post_coalesced (src/core/coalesced_post.hpp): how checks completed together reach
+// an io_context. What a caller relies on: each completion runs exactly once, in order, on its
+// io_context, never inline; the io_context does not run out of work while completions are held
+// back; and a completion that throws loses none of the others.
+#include "core/coalesced_post.hpp"
 
 #include <memory>
 #include <stdexcept>

@@ -273,8 +273,8 @@ TEST(LimiterTest, AsyncOperationsOnAFailingBackend) {
 }
 
 TEST(LimiterTest, FromUrlRejectsUnknownSchemes) {
-  EXPECT_THROW(limiter::from_url("http://x"), std::invalid_argument);
-  EXPECT_NO_THROW(limiter::from_url("memory"));
+  EXPECT_THROW(limiter_from_url("http://x"), std::invalid_argument);
+  EXPECT_NO_THROW(limiter_from_url("memory"));
 }
 
 }  // namespace
@@ -535,6 +535,47 @@ TEST_F(DenyCacheTest, CheckAllIsAnsweredFromACachedDenialWithoutARoundTrip) {
   EXPECT_EQ(lim_.stats().cached_denials, 1u);
   // "other" spent nothing.
   EXPECT_EQ(lim_.check("other", other, 10).remaining, 0u);
+}
+
+// A valid_policy is validated once, when made: an invalid one cannot be made, and a check
+// against one still refuses the per-call input (key, cost) with the same codes.
+TEST(ValidPolicyTest, IsValidatedWhenMadeAndChecksOnlyTheCallAfterwards) {
+  std::error_code ec;
+  EXPECT_FALSE(valid_policy::make(policy{.capacity = 0, .refill_per_second = 1}, ec));
+  EXPECT_EQ(ec, errc::invalid_capacity);
+  try {
+    valid_policy bad(policy{.capacity = 5, .refill_per_second = 0});
+    ADD_FAILURE() << "an invalid policy was accepted";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_refill_rate);
+  }
+
+  const policy p{.capacity = 2, .refill_per_second = 0.001};
+  const auto vp = valid_policy::make(p, ec);
+  ASSERT_TRUE(vp) << ec.message();
+  auto lim = limiter::in_memory();
+  lim.check("", *vp, 1, ec);
+  EXPECT_EQ(ec, errc::empty_key);
+  lim.check("k", *vp, 3, ec);
+  EXPECT_EQ(ec, errc::cost_exceeds_capacity);
+  lim.check("k", *vp, 0, ec);
+  EXPECT_EQ(ec, errc::invalid_cost);
+  EXPECT_EQ(lim.stats().invalid, 3u);
+  EXPECT_THROW(lim.check(std::string(max_key_size + 1, 'k'), *vp), std::system_error);
+
+  // The same decisions as the plain policy's, on the same bucket.
+  EXPECT_TRUE(lim.check("k", *vp).allowed);
+  EXPECT_TRUE(lim.check("k", p).allowed);
+  EXPECT_FALSE(lim.check("k", *vp).allowed);
+  std::promise<decision> got;
+  lim.async_check(on_backend_thread, "k", *vp, 1, [&](std::error_code e, decision d) {
+    EXPECT_FALSE(e);
+    got.set_value(d);
+  });
+  EXPECT_FALSE(got.get_future().get().allowed);
+  auto [aec, ad] = lim.async_check("k", *vp, 1, boost::asio::use_future).get();
+  EXPECT_FALSE(aec);
+  EXPECT_FALSE(ad.allowed);
 }
 
 }  // namespace

@@ -84,4 +84,32 @@ TEST(RedisOptionsTest, RunOnIsForStandaloneOnly) {
   EXPECT_NE(refusal(o, topology::sentinel).find("not Sentinel"), std::string::npos);
 }
 
+TEST(RedisOptionsTest, PollBeforeSleepIsRefusedOnClusterOnlyWhenSet) {
+  redis_options o;
+  EXPECT_EQ(refusal(o, topology::cluster), "") << "unset: each topology's default";
+  o.poll_before_sleep = 0us;
+  EXPECT_EQ(refusal(o, topology::standalone), "");
+  EXPECT_EQ(refusal(o, topology::sentinel), "") << "a Sentinel's master is a standalone backend";
+  EXPECT_NE(refusal(o, topology::cluster).find("poll_before_sleep"), std::string::npos);
+  o.poll_before_sleep = -1us;
+  EXPECT_NE(refusal(o, topology::standalone).find("negative"), std::string::npos);
+}
+
+// The one factory reads every scheme and refuses what is not a Redis URL, before anything
+// connects, without echoing the URL (it may hold a password).
+TEST(RedisOptionsTest, MakeRedisBackendRefusesWhatIsNotARedisUrl) {
+  for (const char* url : {"memory", "http://user:secret@h", "redis:/h", ""}) {
+    try {
+      sluice::make_redis_backend(url);
+      ADD_FAILURE() << url << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()).find("secret"), std::string::npos) << e.what();
+    }
+  }
+  redis_options o;
+  o.poll_before_sleep = 10us;
+  EXPECT_THROW(sluice::make_redis_backend("redis+cluster://127.0.0.1:1", o), std::invalid_argument);
+  EXPECT_THROW(sluice::make_redis_backend("redis://127.0.0.1:1/x"), std::invalid_argument);
+}
+
 }  // namespace

@@ -12,7 +12,6 @@
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/asio/system_executor.hpp>
 
 #include <sluice/decision.hpp>
@@ -73,14 +72,21 @@ struct evaluation {
 /// thread-safe. Never throws for any request.
 evaluation evaluate(limiter& lim, std::shared_ptr<const rule_set> rules, const request_facts& req);
 
-namespace detail {
-/// The outcomes of the rules matching `req`, with keys derived but nothing decided yet.
+/// The outcomes of the rules matching `req`, in rule order, with their keys derived (and
+/// `req.headers` read) but nothing decided yet: what evaluate() will check. Thread-safe.
 evaluation plan(std::shared_ptr<const rule_set> rules, const request_facts& req);
-/// Decides every planned, non-skipped outcome; `done` runs exactly once, where the last
-/// decision completes: inline (the memory backend, a cached denial) or on the backend's
-/// I/O thread, so it must be short and must not block.
-void start_evaluate(limiter lim, evaluation planned, std::function<void(evaluation)> done);
-}  // namespace detail
+
+/// async_evaluate() of a plan() for callers whose own event loop is not Asio's: decides
+/// every planned, non-skipped outcome as evaluate() does, and calls `done` exactly once
+/// where the last decision completes, with no hand-off between threads: inline, before
+/// this returns (the memory backend, a cached denial, nothing to decide), or on the
+/// backend's I/O thread, so `done` must be short and must not block (see
+/// limiter::async_check's on_backend_thread form). Thread-safe.
+void async_evaluate(on_backend_thread_t, limiter lim, evaluation planned,
+                    std::function<void(evaluation)> done);
+/// async_evaluate(on_backend_thread, lim, plan(rules, req), done).
+void async_evaluate(on_backend_thread_t, limiter lim, std::shared_ptr<const rule_set> rules,
+                    const request_facts& req, std::function<void(evaluation)> done);
 
 /// Asynchronous evaluate(): the keys are derived (and `req.headers` read) before this
 /// returns, then the non-shadow rules' limiter::async_check_all and each shadow rule's
@@ -96,17 +102,18 @@ auto async_evaluate(limiter& lim, std::shared_ptr<const rule_set> rules, const r
         auto ex = boost::asio::get_associated_executor(handler, boost::asio::system_executor());
         auto work = boost::asio::make_work_guard(ex);
         auto shared = std::make_shared<decltype(handler)>(std::move(handler));
-        detail::start_evaluate(
-            std::move(l), std::move(planned), [shared, work](evaluation e) mutable {
-              // The handler moves into the posted operation, so it is destroyed where it ran.
-              sluice::detail::post_completion(
-                  work.get_executor(), [shared = std::move(shared), e = std::move(e)]() mutable {
-                    (*shared)(std::move(e));
-                  });
-              work.reset();
-            });
+        async_evaluate(on_backend_thread, std::move(l), std::move(planned),
+                       [shared, work](evaluation e) mutable {
+                         // The handler moves into the posted operation, so it is destroyed where it
+                         // ran.
+                         post_completion(work.get_executor(),
+                                         [shared = std::move(shared), e = std::move(e)]() mutable {
+                                           (*shared)(std::move(e));
+                                         });
+                         work.reset();
+                       });
       },
-      token, lim, detail::plan(std::move(rules), req));
+      token, lim, plan(std::move(rules), req));
 }
 
 }  // namespace sluice::http

@@ -62,12 +62,16 @@ class rule_set {
 
   /// The policy called `name`, or nullptr.
   const sluice::policy* find_policy(std::string_view name) const noexcept;
+  /// The policy called `name` as validated when the set was built, or nullptr: evaluation
+  /// checks only each request's key and cost against it.
+  const sluice::valid_policy* find_valid_policy(std::string_view name) const noexcept;
 
   /// Indices (into rules()) of the rules matching `req`, in order.
   std::vector<std::size_t> matching(const request_facts& req) const;
 
  private:
   std::map<std::string, sluice::policy, std::less<>> policies_;
+  std::map<std::string, sluice::valid_policy, std::less<>> valid_;  // policies_, validated
   std::vector<rule> rules_;
   key_options options_;
 };

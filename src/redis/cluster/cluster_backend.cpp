@@ -1,7 +1,6 @@
 // make_redis_cluster_backend: a sluice::backend over cluster_client, with the I/O thread
 // and the blocking call shaped exactly like the standalone Redis backend's.
 #include <sluice/error.hpp>
-#include <sluice/redis_cluster.hpp>
 
 #include <algorithm>
 #include <span>
@@ -23,6 +22,7 @@
 #include "redis/engine/io_runner.hpp"
 #include "redis/engine/options.hpp"
 #include "redis/tls.hpp"
+#include "redis/topology_backends.hpp"
 
 namespace sluice {
 namespace {

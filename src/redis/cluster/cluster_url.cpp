@@ -2,6 +2,7 @@
 // checked by parse_redis_url (the one place that knows hosts, ports, IPv6 brackets and
 // percent-encoding), so the three URL kinds accept exactly the same spellings.
 #include <sluice/redis_cluster.hpp>
+#include <sluice/redis_sentinel.hpp>
 
 #include <sluice/backend_url.hpp>
 

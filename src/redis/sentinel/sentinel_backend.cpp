@@ -11,7 +11,6 @@
 // errors, which the limiter turns into the failure mode; calls not yet written go to the new
 // one.
 #include <sluice/error.hpp>
-#include <sluice/redis_cluster.hpp>
 
 #include <atomic>
 #include <condition_variable>
@@ -32,6 +31,7 @@
 #include "redis/sentinel/sentinel_fsm.hpp"
 #include "redis/standalone_backend.hpp"
 #include "redis/tls.hpp"
+#include "redis/topology_backends.hpp"
 
 namespace sluice {
 namespace {

@@ -1,13 +1,8 @@
 #pragma once
-/// How the asynchronous checks hand their completions to an io_context. A backend that
-/// completes many checks at once (one Redis reply answering a batch of decisions) opens a
-/// coalescing_scope around them; the completions bound to one io_context are then posted
-/// to it as one operation, so that io_context's thread is woken once per reply instead of
-/// once per decision, and its queue's mutex is taken once. Outside such a scope a
-/// completion is posted on its own, as boost::asio::post would. Not part of the stable API.
-#include <functional>
-
-#include <boost/asio/io_context.hpp>
+// The backends' side of sluice/completion.hpp (private): a backend that completes many
+// operations at once opens a coalescing_scope around them, so that the completions
+// sluice::post_completion() makes for one io_context are posted to it as one operation.
+#include <sluice/completion.hpp>
 
 namespace sluice::detail {
 
