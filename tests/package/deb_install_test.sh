@@ -113,6 +113,9 @@ expect_eq "sluiced files" "$(printf '%s\n' \
   '-rw-r--r-- root/root /usr/share/doc/sluiced/copyright' \
   '-rw-r--r-- root/root /usr/share/lintian/overrides/sluiced' \
   '-rw-r--r-- root/root /usr/share/man/man8/sluiced.8.gz' \
+  '-rw-r--r-- root/root /usr/share/sluice/sluice-alerts.yml' \
+  '-rw-r--r-- root/root /usr/share/sluice/sluice-dashboard.json' \
+  '-rw-r--r-- root/root /usr/share/sluice/sluiced.openapi.json' \
   '-rwxr-xr-x root/root /usr/bin/sluiced' | sort)" "$(files_of "${deb[sluiced]}")"
 expect_eq "sluice-tools files" "$(printf '%s\n' \
   '-rw-r--r-- root/root /usr/share/doc/sluice-tools/changelog.Debian.gz' \
