@@ -4,5 +4,6 @@
 #include <string_view>
 
 namespace sluice::daemon {
-extern const std::string_view openapi_document;
+/// The document's text (joined from its pieces on first use; thread-safe).
+std::string_view openapi_document();
 }  // namespace sluice::daemon

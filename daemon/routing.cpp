@@ -162,7 +162,7 @@ void service::route(const http_request& req, const std::string& peer,
   }
   if (endpoint == "healthz") return handle_health(req, finish);
   if (endpoint == "openapi") {
-    return finish(plain(200, std::string(openapi_document), "application/json", version));
+    return finish(plain(200, std::string(openapi_document()), "application/json", version));
   }
   if (endpoint == "metrics") return handle_metrics(req, *rt, finish);
   return handle_ready(req, std::move(rt), ex, finish);
