@@ -32,34 +32,24 @@ open_verdict() {  # open_verdict NAME BOUND
 k() { awk -v v="${F[$1]:-}" 'BEGIN { if (v == "" || v == "n/a") print "n/a"; else printf "%.0f", v }'; }
 m() { awk -v v="${F[$1]:-}" 'BEGIN { if (v == "" || v == "n/a") print "n/a"; else printf "%.2fM", v / 1e6 }'; }
 
-# The median over the paired rounds of a/b (see scripts/bench), with the rounds' ratios.
-paired() {  # paired A_SUFFIX B_SUFFIX -> "median (r1, r2, r3)"
-  local rs=() r
+# The median over three paired rounds of a/b (see scripts/bench), with the rounds' ratios:
+# rounds named pair<i>_ (section b) or, with a third argument, <prefix><i>_ (g: section g).
+paired() {  # paired A_SUFFIX B_SUFFIX [PREFIX] -> "median (r1, r2, r3)"
+  local rs=() r prefix="${3:-pair}"
   for i in 1 2 3; do
-    r="$(ratio "pair${i}_$1" "pair${i}_$2")"
+    r="$(ratio "${prefix}${i}_$1" "${prefix}${i}_$2")"
     [ "$r" != n/a ] && rs+=("$r")
   done
   [ ${#rs[@]} -eq 0 ] && { echo "n/a"; return; }
   printf '%s\n' "${rs[@]}" | sort -g | awk '{ v[NR] = $1 } END { printf "%s", v[int((NR + 1) / 2)] }'
   printf ' (rounds: %s)' "$(IFS=,; echo "${rs[*]}" | sed 's/,/, /g')"
 }
-# The same over section g's rounds: the median of g<i>_A / g<i>_B.
-gpaired() {  # gpaired A B -> "median (r1, r2, r3)"
-  local rs=() r
-  for i in 1 2 3; do
-    r="$(ratio "g${i}_$1" "g${i}_$2")"
-    [ "$r" != n/a ] && rs+=("$r")
-  done
-  [ ${#rs[@]} -eq 0 ] && { echo "n/a"; return; }
-  printf '%s\n' "${rs[@]}" | sort -g | awk '{ v[NR] = $1 } END { printf "%s", v[int((NR + 1) / 2)] }'
-  printf ' (rounds: %s)' "$(IFS=,; echo "${rs[*]}" | sed 's/,/, /g')"
-}
-g_check="$(gpaired check_redis_c50.per_sec check_memory_c50.per_sec)"
-g_redis_cpu="$(gpaired check_redis_c50.redis_us_per_decision ref_P16.cpu_us_per_call)"
-g_rls_cpu_mem="$(gpaired rls_memory_d1_c50.server_us check_memory_c50.server_us)"
-g_rls_cpu_redis="$(gpaired rls_redis_d1_c50.server_us check_redis_c50.server_us)"
-g_h2_mem="$(gpaired rls_memory_h2load_c50.per_sec check_memory_c50.per_sec)"
-g_h2_redis="$(gpaired rls_redis_h2load_c50.per_sec check_redis_c50.per_sec)"
+g_check="$(paired check_redis_c50.per_sec check_memory_c50.per_sec g)"
+g_redis_cpu="$(paired check_redis_c50.redis_us_per_decision ref_P16.cpu_us_per_call g)"
+g_rls_cpu_mem="$(paired rls_memory_d1_c50.server_us check_memory_c50.server_us g)"
+g_rls_cpu_redis="$(paired rls_redis_d1_c50.server_us check_redis_c50.server_us g)"
+g_h2_mem="$(paired rls_memory_h2load_c50.per_sec check_memory_c50.per_sec g)"
+g_h2_redis="$(paired rls_redis_h2load_c50.per_sec check_redis_c50.per_sec g)"
 lib50_vs_p16="$(ratio lib_async_50.per_sec rb_ref_c50_P16.per_sec)"
 pair_tput="$(paired lib_50.per_sec ref_P16.per_sec)"
 pair_p50="$(paired lib_1.p50_us ref_c1.p50_us)"

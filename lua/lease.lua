@@ -26,12 +26,7 @@ local x, y, z = sluice_load(algo, v)
 if x == nil then
   return redis.error_reply(sluice_malformed)
 end
-local unit = 1
-if algo == 0 then
-  unit = 1000000
-elseif algo == 1 then
-  unit = a
-end
+local unit = sluice_unit(algo, a)
 -- Fixed and sliding-counter windows count per window aligned to the epoch.
 local aligned = algo == 4 or algo == 3
 

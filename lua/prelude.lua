@@ -330,6 +330,17 @@ local function sluice_ttl(algo, reset)
   return string.format('%d', reset)
 end
 
+-- One unit of what the algorithm counts (a token, a request) in its parameters' units
+-- (src/algorithm/algorithms.hpp, unit_of).
+local function sluice_unit(algo, a)
+  if algo == 0 then
+    return 1000000
+  elseif algo == 1 then
+    return a
+  end
+  return 1
+end
+
 -- Any step on one key: op 0 a check, 1 a peek, 2 reset, 3 refund, 4 penalize, 5 block
 -- (src/algorithm/limit.cpp, limit_apply), on state x, y, z. Returns allowed, remaining,
 -- retry_after_ms, reset_after_ms, then what to write: a state string and its PX, false to
@@ -362,13 +373,8 @@ local function sluice_apply(op, algo, x, y, z, a, b, cost, now_us)
     x, y, z = sluice_adjust(op == 3, algo, x, y, z, a, b, cost, now_us)
   end
   -- What a check of one unit sees now; a state that no longer matters is not kept.
-  local unit = 1
-  if algo == 0 then
-    unit = 1000000
-  elseif algo == 1 then
-    unit = a
-  end
-  local ok, left, retry, reset = sluice_decide(algo, x, y, z, a, b, unit, now_us, true)
+  local ok, left, retry, reset =
+    sluice_decide(algo, x, y, z, a, b, sluice_unit(algo, a), now_us, true)
   if reset == 0 then
     return ok, left, retry, reset, false
   end

@@ -34,17 +34,7 @@ const std::string rules = source_dir + "/packaging/monitoring/sluice-alerts.yml"
 const std::string rule_tests = source_dir + "/tests/monitoring/sluice-alerts.test.yml";
 const std::string dashboard = source_dir + "/packaging/monitoring/sluice-dashboard.json";
 
-struct run_result {
-  int status = -1;
-  std::string output;
-};
-
-// Runs a command to its end (at most `within`), stdout and stderr together.
-run_result run(std::vector<std::string> argv, std::chrono::milliseconds within = 60s) {
-  process_child p(std::move(argv), "tool");
-  const auto status = p.wait(within);
-  return {status.value_or(-1), p.stdout_text() + p.stderr_text()};
-}
+run_result run(std::vector<std::string> argv) { return run_to_end(std::move(argv), 60s); }
 
 std::string url_encode(const std::string& s) {
   std::string out;

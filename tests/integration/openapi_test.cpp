@@ -27,16 +27,7 @@ using json = nlohmann::json;
 const std::string source_dir = SLUICE_SOURCE_DIR;
 const std::string document = source_dir + "/packaging/openapi/sluiced.openapi.json";
 
-struct run_result {
-  int status = -1;
-  std::string output;
-};
-
-run_result run(std::vector<std::string> argv, std::chrono::milliseconds within = 120s) {
-  process_child p(std::move(argv), "tool");
-  const auto status = p.wait(within);
-  return {status.value_or(-1), p.stdout_text() + p.stderr_text()};
-}
+run_result run(std::vector<std::string> argv) { return run_to_end(std::move(argv), 120s); }
 
 TEST(OpenApiTest, TheDocumentIsValidOpenApi31) {
   const auto lint = run({"env", "REDOCLY_TELEMETRY=off", "REDOCLY_SUPPRESS_UPDATE_NOTICE=true",

@@ -31,6 +31,12 @@ std::string make_temp_dir(const std::string& prefix) {
   return tmpl;
 }
 
+run_result run_to_end(std::vector<std::string> argv, std::chrono::milliseconds within) {
+  process_child p(std::move(argv), "tool");
+  const auto status = p.wait(within);
+  return {status.value_or(-1), p.stdout_text() + p.stderr_text()};
+}
+
 process_child::process_child(std::vector<std::string> argv, std::string name)
     : dir_(make_temp_dir("sluice-" + name)), name_(std::move(name)) {
   if (argv.empty()) throw std::invalid_argument("process_child: empty argv");

@@ -50,4 +50,13 @@ std::string read_file_text(const std::string& path);
 /// A fresh temporary directory (removed by the caller or left in /tmp).
 std::string make_temp_dir(const std::string& prefix);
 
+/// A tool run to its end: its exit status (-1 when it did not end in time) and its stdout
+/// and stderr together.
+struct run_result {
+  int status = -1;
+  std::string output;
+};
+/// Runs `argv` (a path, or a name looked up in PATH) and waits up to `within` for it.
+run_result run_to_end(std::vector<std::string> argv, std::chrono::milliseconds within);
+
 }  // namespace sluice::test
