@@ -1,6 +1,7 @@
 #pragma once
 /// The interface every backend (memory, Redis) implements. Users normally hold a
 /// sluice::limiter, which validates input and applies failure modes before and after it.
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -47,6 +48,63 @@ using decide_handler = std::function<void(std::error_code, decision)>;
 /// Completion of backend::async_decide_all: an error (backend trouble) or one decision per
 /// item, in the items' order.
 using decide_all_handler = std::function<void(std::error_code, std::vector<decision>)>;
+
+/// A quota lease (policy::lease_ttl) that one instance asks a backend for: up to `want`
+/// units of the key's limit, debited in one atomic step as a check of that many would be,
+/// to be spent by the instance locally (docs/LEASES.md).
+struct lease_request {
+  /// The cost of the request that asks: a lease is at least this when it fits, and the
+  /// grant's decision is a check of this cost.
+  std::uint64_t cost = 1;
+  /// Units wanted, at least `cost`. The backend grants less when that is more than the
+  /// instance's fair share: what is left divided by the instances that asked lately.
+  std::uint64_t want = 1;
+  /// Who asks (a limiter's random id): the backend counts the distinct askers of the last
+  /// lease_ttl to size fair shares. Borrowed until the call returns.
+  std::string_view instance;
+};
+
+/// What a backend answered to a lease_request.
+struct lease_grant {
+  decision d;                 ///< a check of the request's cost, as the lease step saw it
+  std::uint64_t granted = 0;  ///< units debited: 0 when denied, else at least the cost
+  /// How long the units may be spent, counted from when the request was sent: the lease's
+  /// ttl, or less when the algorithm's window ends sooner (fixed windows stay exact).
+  std::chrono::milliseconds valid{0};
+  std::int64_t granted_at_ms = 0;  ///< the backend's time of the grant: what a return names
+};
+
+/// Completion of backend::async_lease.
+using lease_handler = std::function<void(std::error_code, lease_grant)>;
+
+/// What backend::async_slot does to one slot of a concurrency limit (issue 34).
+enum class slot_operation : std::uint8_t {
+  acquire,  ///< hold the slot `id` for lease_ttl, if fewer than `limit` hold the key
+  release,  ///< free `id`'s slot (harmless when it is not held)
+  renew,    ///< extend a live holder's lease to lease_ttl from now
+};
+
+/// One step on a key's slots. Every step first forgets the holders whose lease has ended
+/// (by the backend's clock), so a holder that died frees its slot when its lease ends.
+struct slot_request {
+  slot_operation op = slot_operation::acquire;
+  /// The slot's id: 32 lowercase hex digits (128 random bits). Borrowed until the call
+  /// returns.
+  std::string_view id;
+  std::uint64_t limit = 1;                 ///< acquire: at most this many holders
+  std::chrono::milliseconds lease_ttl{0};  ///< acquire, renew: how long the slot is held
+};
+
+/// What a slot step did.
+struct slot_reply {
+  bool held = false;                         ///< acquired, renewed, or (release) it was held
+  std::uint64_t in_flight = 0;               ///< holders of the key after the step
+  std::chrono::milliseconds retry_after{0};  ///< an acquire refused: until a lease ends
+  std::chrono::milliseconds expires_in{0};   ///< acquired or renewed: the lease
+};
+
+/// Completion of backend::async_slot.
+using slot_handler = std::function<void(std::error_code, slot_reply)>;
 
 /// What a backend has done, for metrics: counters (monotonic) and the gauges `in_flight`
 /// and `up`. A field a backend does not have stays 0 (`up`: true). Declared once here, read
@@ -132,6 +190,25 @@ class backend {
   /// or inline (the limiter re-posts it). Thread-safe. The default implementation chains
   /// async_decide() per item (not all-or-nothing, as decide_all()'s default).
   virtual void async_decide_all(std::span<const check_item> items, decide_all_handler handler);
+
+  /// Takes a quota lease on one validated key (policy::lease_ttl > 0). `handler` is called
+  /// exactly once, from a backend thread or inline. Thread-safe. The default answers
+  /// errc::unsupported_operation, which tells the limiter to decide every check on the
+  /// backend instead (the memory backend: it is as fast as a lease would be).
+  virtual void async_lease(std::string_view key, const policy& p, const lease_request& request,
+                           lease_handler handler);
+
+  /// Gives back `units` of a lease granted at `granted_at_ms` (lease_grant) and not spent:
+  /// a refund, capped as the algorithm's refund is; a window's units go back only to the
+  /// window they came from. `handler` gets what a check of 1 sees after. Called as
+  /// async_lease. The default answers errc::unsupported_operation.
+  virtual void async_lease_return(std::string_view key, const policy& p, std::uint64_t units,
+                                  std::int64_t granted_at_ms, decide_handler handler);
+
+  /// One step on a concurrency limit's slots on one validated key (one atomic step, as a
+  /// check). `handler` is called exactly once, from a backend thread or inline.
+  /// Thread-safe. The default answers errc::unsupported_operation.
+  virtual void async_slot(std::string_view key, const slot_request& request, slot_handler handler);
 };
 
 }  // namespace sluice

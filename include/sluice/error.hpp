@@ -21,6 +21,8 @@ enum class errc {
   invalid_gcra_rate,
   unsupported_operation,
   invalid_duration,
+  invalid_lease_ttl,  ///< policy::lease_ttl (or a slot's) outside 0..max_lease_ttl
+  invalid_slot_id,    ///< a slot id that is not 32 hex digits
   // Backend trouble (is_backend_error() is true).
   backend_timeout = 100,
   backend_unavailable,

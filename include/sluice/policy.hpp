@@ -58,6 +58,8 @@ inline constexpr std::chrono::milliseconds max_window{366LL * 24 * 3600 * 1000};
 /// sliding_window stores one entry per distinct millisecond with admitted requests, up to
 /// `limit` entries per key (16 bytes each in memory, about 20 on Redis).
 inline constexpr std::uint64_t max_sliding_window_limit = 10'000;
+/// The longest quota lease (policy::lease_ttl).
+inline constexpr std::chrono::milliseconds max_lease_ttl{3'600'000};  // one hour
 struct policy {
   sluice::algorithm algorithm = sluice::algorithm::token_bucket;
   // Buckets (token_bucket, gcra); 0 for windows.
@@ -71,6 +73,14 @@ struct policy {
   /// its retry time, without a round trip. Never admits anything locally, so decisions
   /// stay exact; it only saves Redis work while clients keep knocking.
   bool cache_denials = false;
+  /// Quota leases (docs/LEASES.md): 0, the default, decides every check on the backend.
+  /// Above 0 (at most max_lease_ttl), the limiter takes units of the key's limit from the
+  /// backend ahead of demand, each lease valid this long, and decides from them in-process:
+  /// a hot key at memory speed, at the price of a stated bound. Admitted in any window is
+  /// at most what the algorithm allows plus rate x lease_ttl (token bucket, GCRA, sliding
+  /// window); fixed and sliding-counter windows stay exact. Backends without leases (the
+  /// memory backend) decide every check as without.
+  std::chrono::milliseconds lease_ttl{0};
 };
 
 /// The most a request may cost: `capacity` for buckets, `limit` for windows. Decisions

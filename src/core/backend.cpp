@@ -80,3 +80,21 @@ void backend::async_decide_all(std::span<const check_item> items, decide_all_han
 }
 
 }  // namespace sluice
+
+namespace sluice {
+
+void backend::async_lease(std::string_view, const policy&, const lease_request&,
+                          lease_handler handler) {
+  handler(make_error_code(errc::unsupported_operation), {});
+}
+
+void backend::async_lease_return(std::string_view, const policy&, std::uint64_t, std::int64_t,
+                                 decide_handler handler) {
+  handler(make_error_code(errc::unsupported_operation), {});
+}
+
+void backend::async_slot(std::string_view, const slot_request&, slot_handler handler) {
+  handler(make_error_code(errc::unsupported_operation), {});
+}
+
+}  // namespace sluice

@@ -13,8 +13,8 @@ microseconds since_epoch(auto t) noexcept {
 // Unix time minus steady time, read once per process: steady time plus it reads as Unix
 // time (as of the first use) and still never goes backwards.
 microseconds unix_offset() noexcept {
-  static const microseconds offset = since_epoch(std::chrono::system_clock::now()) -
-                                     since_epoch(std::chrono::steady_clock::now());
+  static const microseconds offset =
+      since_epoch(std::chrono::system_clock::now()) - since_epoch(std::chrono::steady_clock::now());
   return offset;
 }
 

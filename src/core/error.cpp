@@ -27,6 +27,10 @@ class category_impl final : public std::error_category {
         return "this backend does not support key operations";
       case errc::invalid_duration:
         return "a block lasts 1 ms..366 days";
+      case errc::invalid_lease_ttl:
+        return "lease_ttl must be 0 ms..1 hour";
+      case errc::invalid_slot_id:
+        return "a slot id is 32 hex digits";
       case errc::invalid_gcra_rate:
         return "gcra: refill_per_second must be at most 1e6, and capacity / refill_per_second "
                "at most 1e9 seconds";

@@ -50,6 +50,7 @@ std::error_code validate_window(const policy& p) noexcept {
 }  // namespace
 
 std::error_code validate(const policy& p) noexcept {
+  if (p.lease_ttl.count() < 0 || p.lease_ttl > max_lease_ttl) return errc::invalid_lease_ttl;
   switch (p.algorithm) {
     case algorithm::token_bucket:
     case algorithm::gcra:

@@ -195,6 +195,14 @@ script_reply parse_decide_reply(const redisReply& reply, detail::limit_outcome& 
   return parse_outcome(reply.element, out);
 }
 
+script_reply parse_outcome_reply(const redisReply& reply, std::size_t elements,
+                                 detail::limit_outcome& out) noexcept {
+  if (reply.type == REDIS_REPLY_ERROR) return error_reply(reply);
+  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != elements || elements < 4)
+    return script_reply::malformed;
+  return parse_outcome(reply.element, out);
+}
+
 std::error_code to_decision(const redisReply& reply, std::uint64_t limit, decision& out) noexcept {
   detail::limit_outcome o;
   if (const auto ec = to_error(parse_decide_reply(reply, o))) return ec;

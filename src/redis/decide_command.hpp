@@ -22,8 +22,8 @@ enum class script_call { evalsha, eval };
 /// the script's source) to `out`. `now_ms` is for tests that replay a history; production
 /// calls leave it empty so the script reads the Redis server's clock.
 void append_decide_command(std::string& out, script_call call, std::string_view full_key,
-                                 const detail::limit_params& params,
-                                 std::optional<std::int64_t> now_ms = std::nullopt);
+                           const detail::limit_params& params,
+                           std::optional<std::int64_t> now_ms = std::nullopt);
 
 /// How a reply to a decision script reads.
 enum class script_reply {
@@ -38,13 +38,16 @@ enum class script_reply {
 std::error_code to_error(script_reply r) noexcept;
 
 /// Reads the script's reply into the outcome it encodes (remaining in whole units).
-script_reply parse_decide_reply(const redisReply& reply,
-                                      detail::limit_outcome& out) noexcept;
+script_reply parse_decide_reply(const redisReply& reply, detail::limit_outcome& out) noexcept;
+
+/// Reads a reply of exactly `elements` integers whose first four are a decision's outcome
+/// (lua/lease.lua's and the like): parse_decide_reply's checks on those four.
+script_reply parse_outcome_reply(const redisReply& reply, std::size_t elements,
+                                 detail::limit_outcome& out) noexcept;
 
 /// parse_decide_reply, then the public decision; an error code for every case but
 /// `decided`.
-std::error_code to_decision(const redisReply& reply, std::uint64_t limit,
-                            decision& out) noexcept;
+std::error_code to_decision(const redisReply& reply, std::uint64_t limit, decision& out) noexcept;
 
 /// One key of a multi-key script call: the prefixed key and its parameters.
 struct multi_key {
@@ -55,15 +58,15 @@ struct multi_key {
 /// Appends `EVALSHA <sha> n <key1..keyn> <algorithm1> <a1> <b1> <cost1> ... [now_ms]` of
 /// lua/decide_multi.lua (or EVAL with its source) to `out`.
 void append_decide_multi_command(std::string& out, script_call call,
-                                       std::span<const multi_key> keys,
-                                       std::optional<std::int64_t> now_ms = std::nullopt);
+                                 std::span<const multi_key> keys,
+                                 std::optional<std::int64_t> now_ms = std::nullopt);
 
 /// Appends `EVALSHA <sha> n <key1..keyn> <now_ms or ""> <count> <algorithm> <a> <b> <cost> ...` of
 /// lua/decide_batch.lua, n independent decisions (or EVAL with its source), to `out`:
 /// consecutive keys with the same parameters share one run of five numbers.
 void append_decide_batch_command(std::string& out, script_call call,
-                                       std::span<const multi_key> keys,
-                                       std::optional<std::int64_t> now_ms = std::nullopt);
+                                 std::span<const multi_key> keys,
+                                 std::optional<std::int64_t> now_ms = std::nullopt);
 
 /// One item of the batch script's reply: its outcome (remaining in whole units), or the
 /// error of that item alone (backend_script_error: the key holds no Sluice state;
@@ -77,16 +80,15 @@ struct batch_item {
 /// `decided` when the reply has that shape (each item with its own result), else what went
 /// wrong for the whole call.
 script_reply parse_decide_batch_reply(const redisReply& reply, std::size_t n,
-                                            std::vector<batch_item>& out);
+                                      std::vector<batch_item>& out);
 
 /// Appends `EVALSHA <sha> n <keys> <algorithm> <a> <b> <cost back> ...` of
 /// lua/refund.lua (`params.cost` is what goes back), or EVAL.
-void append_refund_command(std::string& out, script_call call,
-                                        std::span<const multi_key> keys);
+void append_refund_command(std::string& out, script_call call, std::span<const multi_key> keys);
 
 /// Reads the multi script's reply: `n` outcomes (remaining in whole units) in `out`.
 script_reply parse_decide_multi_reply(const redisReply& reply, std::size_t n,
-                                            std::vector<detail::limit_outcome>& out);
+                                      std::vector<detail::limit_outcome>& out);
 
 /// parse_decide_multi_reply, then the public decisions (limits[i] is item i's limit_of);
 /// an error code for every case but `decided`.

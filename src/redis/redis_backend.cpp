@@ -74,6 +74,14 @@ struct multi_call {
   }
 };
 
+// Any other script call (script_request.hpp), for script_exec.hpp.
+struct other_call {
+  std::shared_ptr<const redis::script_request> request;
+  redis::reply_handler handler;
+  void append(std::string& out, redis::script_call how) const { request->append(out, how); }
+  void operator()(std::error_code ec, redis::reply_ptr reply) { handler(ec, std::move(reply)); }
+};
+
 class redis_backend final : public redis::engine_backend<redis::standalone_backend> {
  public:
   redis_backend(const redis_options& o, const redis_url& u, redis::tls_config tls)
@@ -157,6 +165,13 @@ class redis_backend final : public redis::engine_backend<redis::standalone_backe
   }
 
  private:
+  void submit_script(redis::script_request request, redis::reply_handler handler) override {
+    batcher_->submit_call(
+        std::chrono::steady_clock::now() + command_timeout_,
+        other_call{std::make_shared<const redis::script_request>(std::move(request)),
+                   std::move(handler)});
+  }
+
   void submit(std::string full_key, const detail::limit_params& params, std::uint64_t limit,
               decide_handler handler) override {
     batcher_->submit(std::move(full_key), params, limit, std::move(handler));

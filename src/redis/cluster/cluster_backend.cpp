@@ -219,6 +219,10 @@ class cluster_backend final : public redis::engine_backend<> {
   }
 
  private:
+  void submit_script(redis::script_request request, redis::reply_handler handler) override {
+    client_->submit_script(std::move(request), std::move(handler));
+  }
+
   void submit(std::string full_key, const detail::limit_params& params, std::uint64_t limit,
               decide_handler handler) override {
     client_->submit(std::move(full_key), params, limit, std::move(handler));

@@ -29,6 +29,12 @@ struct cluster_client::op {
     decide_all_handler handler;
   };
   std::unique_ptr<multi_call> multi;
+  // Any other script call (a lease, a slot step): its reply goes back undecoded.
+  struct other_call {
+    std::shared_ptr<const script_request> request;
+    reply_handler handler;
+  };
+  std::unique_ptr<other_call> other;
   op_fsm fsm;  // its deadline and redirections
   std::atomic<bool> done{false};
   explicit op(clock::time_point deadline) : fsm(deadline) {}
@@ -46,6 +52,10 @@ struct cluster_client::attempt {
   void append(std::string& out, script_call how) const {
     out.reserve(96 + o->key.size());
     if (asking) append_command(out, {"ASKING"});
+    if (o->other) {
+      o->other->request->append(out, how);
+      return;
+    }
     if (!o->multi) {
       append_decide_command(out, how, o->key, o->params);
       return;
@@ -206,6 +216,15 @@ void cluster_client::submit_multi(multi_kind kind, std::vector<std::string> full
   route(o);
 }
 
+void cluster_client::submit_script(script_request request, reply_handler handler) {
+  auto o = std::make_shared<op>(clock::now() + options_.command_timeout);
+  o->other = std::make_unique<op::other_call>();
+  o->key = request.keys.empty() ? std::string() : request.keys.front();
+  o->other->request = std::make_shared<const script_request>(std::move(request));
+  o->other->handler = std::move(handler);
+  route(o);
+}
+
 void cluster_client::route(const std::shared_ptr<op>& o) {
   const std::uint16_t slot = key_slot(o->key);
   std::shared_ptr<const routing> r;
@@ -253,6 +272,12 @@ void cluster_client::on_reply(const std::shared_ptr<op>& o, const node_address& 
   if (o->done.load(std::memory_order_acquire)) return;  // timed out meanwhile
   auto step = o->fsm.on_reply(ec, reply.get(), node, clock::now());
   if (step.what != op_step::kind::decode) return apply(o, std::move(step));
+  if (o->other) {
+    if (o->done.exchange(true, std::memory_order_acq_rel)) return;
+    auto h = std::move(o->other->handler);
+    h(ec, std::move(reply));
+    return;
+  }
   if (o->multi) {
     std::vector<decision> ds;
     if (o->multi->kind == multi_kind::decide) {
@@ -297,6 +322,12 @@ void cluster_client::apply(const std::shared_ptr<op>& o, op_step s) {
 }
 
 void cluster_client::finish(const std::shared_ptr<op>& o, std::error_code ec, const decision& d) {
+  if (o->other) {
+    if (o->done.exchange(true, std::memory_order_acq_rel)) return;
+    auto h = std::move(o->other->handler);
+    h(ec ? ec : make_error_code(errc::backend_protocol_error), nullptr);
+    return;
+  }
   if (o->multi) {
     finish_all(o, ec, {});
     return;

@@ -44,6 +44,7 @@
 #include "redis/decision_batcher.hpp"
 #include "redis/engine/script_exec.hpp"
 #include "redis/handshake.hpp"
+#include "redis/script_request.hpp"
 
 namespace sluice::redis::cluster {
 
@@ -96,6 +97,11 @@ class cluster_client : public std::enable_shared_from_this<cluster_client> {
   void submit_multi(multi_kind kind, std::vector<std::string> full_keys,
                     std::vector<detail::limit_params> params, std::vector<std::uint64_t> capacities,
                     decide_all_handler handler);
+
+  /// Runs any other script call (a lease, a slot step; its keys on one slot) on the owner
+  /// of its first key's slot, with the same routing and bounds as submit(). `handler` runs
+  /// once, on the I/O thread or inline, with the undecoded reply. Thread-safe.
+  void submit_script(script_request request, reply_handler handler);
 
   /// Counts a multi-key decision that spanned several slots (stats().cross_slot).
   void note_cross_slot() noexcept { cross_slot_.fetch_add(1, std::memory_order_relaxed); }

@@ -23,6 +23,9 @@
 #include "algorithm/limit.hpp"
 #include "core/await_decision.hpp"
 #include "redis/engine/io_runner.hpp"
+#include "redis/lease_command.hpp"
+#include "redis/script_request.hpp"
+#include "redis/slot_command.hpp"
 
 namespace sluice::redis {
 
@@ -56,6 +59,36 @@ class engine_backend : public Base {
     submit(full_key(key), detail::to_limit_params(p, op, amount), limit_of(p), std::move(handler));
   }
 
+  // Leases and slots: one script call each, through the topology's submit_script().
+  void async_lease(std::string_view key, const policy& p, const lease_request& request,
+                   lease_handler handler) final {
+    submit_script(lease_script(full_key(key), p, request),
+                  [p, handler = std::move(handler)](std::error_code ec, reply_ptr reply) {
+                    lease_grant g;
+                    if (!ec) ec = to_lease_grant(*reply, p, g);
+                    handler(ec, ec ? lease_grant{} : g);
+                  });
+  }
+
+  void async_lease_return(std::string_view key, const policy& p, std::uint64_t units,
+                          std::int64_t granted_at_ms, decide_handler handler) final {
+    submit_script(lease_return_script(full_key(key), p, units, granted_at_ms),
+                  [p, handler = std::move(handler)](std::error_code ec, reply_ptr reply) {
+                    decision d;
+                    if (!ec) ec = to_return_decision(*reply, p, d);
+                    handler(ec, ec ? decision{} : d);
+                  });
+  }
+
+  void async_slot(std::string_view key, const slot_request& request, slot_handler handler) final {
+    submit_script(slot_script(full_key(key), request),
+                  [handler = std::move(handler)](std::error_code ec, reply_ptr reply) {
+                    slot_reply r;
+                    if (!ec) ec = to_slot_reply(*reply, r);
+                    handler(ec, ec ? slot_reply{} : r);
+                  });
+  }
+
  protected:
   engine_backend(const redis_options& o, std::shared_ptr<io_runner> runner)
       : prefix_(o.key_prefix),
@@ -66,6 +99,10 @@ class engine_backend : public Base {
   /// the I/O thread or inline when refused at once. Thread-safe.
   virtual void submit(std::string full_key, const detail::limit_params& params, std::uint64_t limit,
                       decide_handler handler) = 0;
+
+  /// The topology's queue for any other script call (script_request.hpp): `handler` runs
+  /// exactly once, on the I/O thread or inline when refused at once. Thread-safe.
+  virtual void submit_script(script_request request, reply_handler handler) = 0;
 
   std::string full_key(std::string_view key) const {
     std::string k;

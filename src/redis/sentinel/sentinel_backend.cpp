@@ -321,39 +321,57 @@ class sentinel_backend final : public backend {
     return ec;
   }
 
+  // Every asynchronous request goes to the current master's backend; none while there is
+  // none (a failover in progress), and a failure that may mean the master moved asks the
+  // Sentinels again.
   void async_decide_all(std::span<const check_item> items, decide_all_handler handler) override {
-    auto b = core_->current();
-    if (!b) {
-      core_->request_ask();
-      handler(make_error_code(errc::backend_unavailable), {});
-      return;
-    }
-    b->async_decide_all(items, asking_again(core_, std::move(handler)));
+    on_master(std::move(handler),
+              [&](backend& b, auto h) { b.async_decide_all(items, std::move(h)); });
   }
 
   void async_decide(std::string_view key, const policy& p, std::uint64_t cost,
                     decide_handler handler) override {
-    auto b = core_->current();
-    if (!b) {
-      core_->request_ask();
-      handler(make_error_code(errc::backend_unavailable), {});
-      return;
-    }
-    b->async_decide(key, p, cost, asking_again(core_, std::move(handler)));
+    on_master(std::move(handler),
+              [&](backend& b, auto h) { b.async_decide(key, p, cost, std::move(h)); });
   }
 
   void async_operate(std::string_view key, const policy& p, key_operation op, std::uint64_t amount,
                      decide_handler handler) override {
+    on_master(std::move(handler),
+              [&](backend& b, auto h) { b.async_operate(key, p, op, amount, std::move(h)); });
+  }
+
+  void async_lease(std::string_view key, const policy& p, const lease_request& request,
+                   lease_handler handler) override {
+    on_master(std::move(handler),
+              [&](backend& b, auto h) { b.async_lease(key, p, request, std::move(h)); });
+  }
+
+  void async_lease_return(std::string_view key, const policy& p, std::uint64_t units,
+                          std::int64_t granted_at_ms, decide_handler handler) override {
+    on_master(std::move(handler), [&](backend& b, auto h) {
+      b.async_lease_return(key, p, units, granted_at_ms, std::move(h));
+    });
+  }
+
+  void async_slot(std::string_view key, const slot_request& request,
+                  slot_handler handler) override {
+    on_master(std::move(handler),
+              [&](backend& b, auto h) { b.async_slot(key, request, std::move(h)); });
+  }
+
+ private:
+  template <class Handler, class Call>
+  void on_master(Handler handler, Call call) {
     auto b = core_->current();
     if (!b) {
       core_->request_ask();
       handler(make_error_code(errc::backend_unavailable), {});
       return;
     }
-    b->async_operate(key, p, op, amount, asking_again(core_, std::move(handler)));
+    call(*b, asking_again(core_, std::move(handler)));
   }
 
- private:
   std::shared_ptr<sentinel_core> core_;
 };
 
