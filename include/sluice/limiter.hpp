@@ -44,6 +44,15 @@ struct limiter_stats {
   /// Denials the in-process cache forgot before they lapsed, to stay within its bound
   /// (100,000 keys): harmless to exactness, each costs that key one more backend call.
   std::uint64_t cached_denials_evicted = 0;
+  // Quota leases (policy::lease_ttl; docs/LEASES.md).
+  std::uint64_t leases = 0;                ///< leases granted by the backend
+  std::uint64_t lease_denials = 0;         ///< asks for a lease denied (the limit used up)
+  std::uint64_t leased_units = 0;          ///< units those leases held
+  std::uint64_t lease_units_expired = 0;   ///< units of leases that ended unspent
+  std::uint64_t lease_units_returned = 0;  ///< of those, given back to the backend
+  /// Checks decided in-process from leases (allowed, or denied while a lease denial holds),
+  /// with no backend call; also counted in allowed / denied.
+  std::uint64_t leased_decisions = 0;
 };
 
 /// Decides checks with a backend, applies the failure modes and counts what it did.

@@ -9,20 +9,29 @@
 #include <vector>
 
 #include "algorithm/limit.hpp"
+#include "core/await_decision.hpp"
 #include "core/burst_log.hpp"
 #include "core/deny_cache.hpp"
 #include "core/key_groups.hpp"
+#include "core/lease_table.hpp"
 #include "core/validate_call.hpp"
 
 namespace sluice {
 
 struct limiter::state {
-  explicit state(std::shared_ptr<const clock> time_source) : denials(std::move(time_source)) {}
+  state(std::shared_ptr<backend> primary_backend, std::shared_ptr<backend> fallback_backend,
+        const std::shared_ptr<const clock>& time_source)
+      : primary(std::move(primary_backend)),
+        fallback(std::move(fallback_backend)),
+        denials(time_source),
+        leases(std::make_shared<detail::lease_table>(primary, time_source)) {}
 
   std::shared_ptr<backend> primary;
   std::shared_ptr<backend> fallback;
   detail::burst_log log{"sluice backend"};
   detail::deny_cache denials;
+  // Quota leases (policy::lease_ttl): held by the limiter's copies, and by each ask in flight.
+  std::shared_ptr<detail::lease_table> leases;
   std::atomic<std::uint64_t> allowed{0}, denied{0}, invalid{0}, degraded_open{0},
       degraded_closed{0}, degraded_local{0}, backend_errors{0}, cached_denials{0};
 
@@ -58,6 +67,11 @@ struct limiter::state {
     if (bec) return degrade(key, p, cost, bec);
     decided(key, p, cost, d);
     return d;
+  }
+
+  // Whether a check of `p` is decided from leases (lease_table.hpp) rather than by the backend.
+  bool leased(const policy& p) const noexcept {
+    return p.lease_ttl.count() > 0 && leases->leasing();
   }
 
   // The same for a peek (no cache: it spends nothing, so a cached denial may be stale).
@@ -267,11 +281,11 @@ struct limiter::state {
 };
 
 limiter::limiter(std::shared_ptr<backend> primary, std::shared_ptr<backend> fallback,
-                 std::shared_ptr<const clock> time_source)
-    : state_(std::make_shared<state>(time_source ? std::move(time_source) : default_clock())) {
+                 std::shared_ptr<const clock> time_source) {
   if (!primary) throw std::invalid_argument("sluice::limiter needs a backend");
-  state_->primary = std::move(primary);
-  state_->fallback = fallback ? std::move(fallback) : make_memory_backend();
+  state_ = std::make_shared<state>(std::move(primary),
+                                   fallback ? std::move(fallback) : make_memory_backend(),
+                                   time_source ? std::move(time_source) : default_clock());
 }
 
 limiter limiter::in_memory() {
@@ -304,7 +318,20 @@ decision limiter::check_input(std::string_view key, const policy& p, std::uint64
   }
   ec.clear();
   decision d;
-  const auto bec = state_->primary->decide(key, p, cost, d);
+  std::error_code bec;
+  if (state_->leased(p)) {
+    if (auto here = state_->leases->decide_here(key, p, cost)) {
+      d = *here;
+    } else {
+      // The backend's own deadline completes the wait well before this safety net.
+      constexpr std::chrono::seconds safety_net{30};
+      bec = detail::await_decision(
+          [&](decide_handler h) { state_->leases->decide_later(key, p, cost, std::move(h)); },
+          safety_net, d);
+    }
+  } else {
+    bec = state_->primary->decide(key, p, cost, d);
+  }
   return state_->end_check(key, p, cost, bec, d);
 }
 
@@ -321,10 +348,17 @@ void limiter::start_check(std::string_view key, const policy& p, std::uint64_t c
     done(e->ec, e->d);
     return;
   }
-  state_->primary->async_decide(
-      key, p, cost,
-      [st = state_, k = std::string(key), p, cost, done = std::move(done)](
-          std::error_code bec, decision d) { done({}, st->end_check(k, p, cost, bec, d)); });
+  auto finish = [st = state_, k = std::string(key), p, cost, done = std::move(done)](
+                    std::error_code bec, decision d) {
+    done({}, st->end_check(k, p, cost, bec, d));
+  };
+  if (!state_->leased(p)) {
+    state_->primary->async_decide(key, p, cost, std::move(finish));
+  } else if (auto here = state_->leases->decide_here(key, p, cost)) {
+    finish({}, *here);
+  } else {
+    state_->leases->decide_later(key, p, cost, std::move(finish));
+  }
 }
 
 decision limiter::peek(std::string_view key, const policy& p, std::uint64_t cost,
@@ -352,6 +386,7 @@ decision limiter::operate(std::string_view key, const policy& p, key_operation o
   ec = state_->validate_operation(key, p, op, amount);
   if (ec) return {};
   state_->denials.forget(key);
+  state_->leases->forget(key);
   decision d;
   ec = state_->operated(state_->primary->operate(key, p, op, amount, d));
   return ec ? decision{} : d;
@@ -375,6 +410,7 @@ void limiter::start_operate(std::string_view key, const policy& p, key_operation
     return;
   }
   state_->denials.forget(key);
+  state_->leases->forget(key);
   state_->primary->async_operate(
       key, p, op, amount, [st = state_, done = std::move(done)](std::error_code bec, decision d) {
         const auto ec = st->operated(bec);
@@ -448,9 +484,17 @@ sluice::backend_stats limiter::backend_stats() const noexcept { return state_->p
 limiter_stats limiter::stats() const noexcept {
   const auto& s = *state_;
   constexpr auto r = std::memory_order_relaxed;
-  return {s.allowed.load(r),        s.denied.load(r),          s.invalid.load(r),
-          s.degraded_open.load(r),  s.degraded_closed.load(r), s.degraded_local.load(r),
-          s.backend_errors.load(r), s.cached_denials.load(r),  s.denials.evicted()};
+  const auto l = s.leases->counts();
+  limiter_stats out{s.allowed.load(r),        s.denied.load(r),          s.invalid.load(r),
+                    s.degraded_open.load(r),  s.degraded_closed.load(r), s.degraded_local.load(r),
+                    s.backend_errors.load(r), s.cached_denials.load(r),  s.denials.evicted()};
+  out.leases = l.leases;
+  out.lease_denials = l.lease_denials;
+  out.leased_units = l.leased_units;
+  out.lease_units_expired = l.expired_units;
+  out.lease_units_returned = l.returned_units;
+  out.leased_decisions = l.local_decisions;
+  return out;
 }
 
 }  // namespace sluice
