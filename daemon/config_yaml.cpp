@@ -205,12 +205,26 @@ std::chrono::milliseconds window_of(const reader& r, const YAML::Node& n,
   return *d;
 }
 
+// `lease_ttl`: 0 (no leases), or a duration up to an hour, as `window` is written.
+std::chrono::milliseconds lease_ttl_of(const reader& r, const YAML::Node& n,
+                                       const std::string& field) {
+  const auto s = r.scalar(n, field);
+  if (s == "0" && n.Tag() != "!") return std::chrono::milliseconds{0};
+  const auto d = window_of(r, n, field);
+  if (d > max_lease_ttl) {
+    r.fail(n, field,
+           "must be 0 (no leases) or 1ms..1h (" + std::to_string(max_lease_ttl.count()) +
+               " milliseconds), got " + s);
+  }
+  return d;
+}
+
 void parse_policy(const reader& r, const YAML::Node& n, const std::string& field,
                   failure_mode default_mode, policy& p) {
   r.expect_map(n, field);
-  r.only_keys(
-      n, field,
-      {"algorithm", "capacity", "refill_per_second", "limit", "window", "on_backend_failure"});
+  r.only_keys(n, field,
+              {"algorithm", "capacity", "refill_per_second", "limit", "window",
+               "on_backend_failure", "lease_ttl"});
   p.on_failure = default_mode;
   if (auto a = n["algorithm"]) {
     const auto s = r.scalar(a, field + ".algorithm");
@@ -253,6 +267,7 @@ void parse_policy(const reader& r, const YAML::Node& n, const std::string& field
     p.refill_per_second = r.number(required("refill_per_second"), field + ".refill_per_second");
   }
   if (auto m = n["on_backend_failure"]) p.on_failure = r.mode(m, field + ".on_backend_failure");
+  if (auto t = n["lease_ttl"]) p.lease_ttl = lease_ttl_of(r, t, field + ".lease_ttl");
   if (auto ec = validate(p)) {
     const char* key = window ? "limit" : "capacity";
     if (ec == errc::invalid_refill_rate || ec == errc::invalid_gcra_rate) key = "refill_per_second";

@@ -123,6 +123,9 @@ struct metrics::families {
   prometheus::Family<prometheus::Counter>& memory_evicted_live;
   prometheus::Family<prometheus::Counter>& cached_denials_evicted;
   prometheus::Family<prometheus::Counter>& cached_denials;
+  prometheus::Family<prometheus::Counter>& leases;
+  prometheus::Family<prometheus::Counter>& lease_units;
+  prometheus::Family<prometheus::Counter>& leased_decisions;
   // Latencies from 100 us (memory, local Redis) to 2.5 s (far beyond any sane timeout).
   const prometheus::Histogram::BucketBoundaries buckets{
       0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
@@ -307,6 +310,21 @@ metrics::metrics() : registry_(std::make_shared<prometheus::Registry>()) {
           .Name("sluice_cached_denials_total")
           .Help("Checks the over-limit cache (cache_denials) denied in-process, without a "
                 "backend call (the limiter's count; they are denials in sluice_decisions_total)")
+          .Register(r),
+      prometheus::BuildCounter()
+          .Name("sluice_leases_total")
+          .Help("Quota leases asked of the backend (policies with lease_ttl), by result: "
+                "granted, or denied (the limit used up)")
+          .Register(r),
+      prometheus::BuildCounter()
+          .Name("sluice_lease_units_total")
+          .Help("Units of quota leases: leased (granted), expired (a lease ended with them "
+                "unspent) and returned (of those, given back to the backend)")
+          .Register(r),
+      prometheus::BuildCounter()
+          .Name("sluice_leased_decisions_total")
+          .Help("Checks decided in-process from quota leases, without a backend call (also "
+                "counted in sluice_decisions_total)")
           .Register(r),
   });
   // Present from the start, so dashboards see zeros rather than nothing.
@@ -516,6 +534,14 @@ void metrics::limiter_counters(const limiter_stats& s) {
   advance(f_->cached_denials_evicted.Add({}), s.cached_denials_evicted,
           last.cached_denials_evicted);
   advance(f_->cached_denials.Add({}), s.cached_denials, last.cached_denials);
+  advance(f_->leases.Add({{"result", "granted"}}), s.leases, last.leases);
+  advance(f_->leases.Add({{"result", "denied"}}), s.lease_denials, last.lease_denials);
+  advance(f_->lease_units.Add({{"event", "leased"}}), s.leased_units, last.leased_units);
+  advance(f_->lease_units.Add({{"event", "expired"}}), s.lease_units_expired,
+          last.lease_units_expired);
+  advance(f_->lease_units.Add({{"event", "returned"}}), s.lease_units_returned,
+          last.lease_units_returned);
+  advance(f_->leased_decisions.Add({}), s.leased_decisions, last.leased_decisions);
   last_limiter_ = s;
 }
 

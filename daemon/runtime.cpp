@@ -65,6 +65,12 @@ sluice::limiter_stats runtime::limiter_stats() const noexcept {
     sum.backend_errors += s.backend_errors;
     sum.cached_denials += s.cached_denials;
     sum.cached_denials_evicted += s.cached_denials_evicted;
+    sum.leases += s.leases;
+    sum.lease_denials += s.lease_denials;
+    sum.leased_units += s.leased_units;
+    sum.lease_units_expired += s.lease_units_expired;
+    sum.lease_units_returned += s.lease_units_returned;
+    sum.leased_decisions += s.leased_decisions;
   }
   return sum;
 }

@@ -5,6 +5,8 @@
 // reasons, and add what the reference lacks: the line of every error.
 #include "envoy/rls_config.hpp"
 
+#include <sluice/http/duration.hpp>
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -218,7 +220,7 @@ constexpr std::array<std::string_view, 16> reference_keys{"domain",
                                                           "value_to_metric",
                                                           "share_threshold",
                                                           "metadata"};
-constexpr std::array<std::string_view, 2> sluice_keys{"algorithm", "burst"};
+constexpr std::array<std::string_view, 3> sluice_keys{"algorithm", "burst", "lease_ttl"};
 
 class loader {
  public:
@@ -410,7 +412,7 @@ class loader {
       if (const YAML::Node d = field(root, "domain"); d.IsDefined()) domain_node.reset(d);
       descriptors = list_field(root, "descriptors", "descriptors");
     }
-    for (const char* misplaced : {"algorithm", "burst"}) {
+    for (const char* misplaced : {"algorithm", "burst", "lease_ttl"}) {
       if (const YAML::Node v = field(root, misplaced); root.IsMap() && v.IsDefined()) {
         fail(v, std::string(misplaced) + ": belongs inside a descriptor's rate_limit");
       }
@@ -473,7 +475,7 @@ class loader {
     d.value_to_metric = bool_field(node, "value_to_metric");
     d.share_threshold = bool_field(node, "share_threshold");
 
-    for (const char* misplaced : {"algorithm", "burst"}) {
+    for (const char* misplaced : {"algorithm", "burst", "lease_ttl"}) {
       if (const YAML::Node v = field(node, misplaced); v.IsDefined()) {
         fail(v, std::string(misplaced) + ": belongs inside rate_limit (a Sluice extension)");
       }
@@ -550,9 +552,18 @@ class loader {
       r.burst = unsigned_field(b, "burst", max_capacity);
       if (*r.burst < 1) fail(b, "burst: must be at least 1");
     }
+    if (const YAML::Node t = field(rl, "lease_ttl"); !is_null(t)) {
+      const std::string text = string_field(rl, "lease_ttl");
+      std::string why;
+      const auto d = text == "0" ? std::optional<std::chrono::milliseconds>(0)
+                                 : http::parse_duration(text, &why);
+      if (!d) fail(t, "lease_ttl: " + why + ", or 0 for no leases");
+      if (*d > max_lease_ttl) fail(t, "lease_ttl: at most 1h, not " + text);
+      r.lease_ttl = *d;
+    }
     if (r.unlimited) {
-      if (explicit_algorithm || r.burst) {
-        fail(rl, "algorithm and burst have no meaning on an unlimited rate_limit");
+      if (explicit_algorithm || r.burst || r.lease_ttl.count() > 0) {
+        fail(rl, "algorithm, burst and lease_ttl have no meaning on an unlimited rate_limit");
       }
       return r;
     }
@@ -577,6 +588,7 @@ class loader {
                              bool explicit_algorithm) const {
     sluice::policy p;
     p.algorithm = r.algorithm;
+    p.lease_ttl = r.lease_ttl;
     const auto window = unit_window(r.unit);
     if (is_window(r.algorithm)) {
       p.limit = r.requests_per_unit;

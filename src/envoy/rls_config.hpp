@@ -76,7 +76,10 @@ struct rls_rate_limit {
   /// validated (sluice::validate), so a match hands it to the limiter as is.
   sluice::algorithm algorithm = sluice::algorithm::fixed_window;
   std::optional<std::uint64_t> burst;  ///< token_bucket / gcra: capacity (default rpu)
-  sluice::policy policy;               ///< unset (all zero) when unlimited or rpu == 0
+  /// Quota leases (sluice::policy::lease_ttl): 0, the default, decides every call on the
+  /// backend.
+  std::chrono::milliseconds lease_ttl{0};
+  sluice::policy policy;  ///< unset (all zero) when unlimited or rpu == 0
 };
 
 struct rls_descriptor_config;

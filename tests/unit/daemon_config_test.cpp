@@ -549,6 +549,28 @@ TEST(DaemonConfigTest, LoggedUrlsHideThePasswords) {
             "rediss://h?ca=/etc/ca.pem&sentinel_password=***");
 }
 
+TEST(DaemonConfigTest, LeaseTtlIsReadAndBounded) {
+  const auto c = parse_config(R"(listen: 127.0.0.1:8080
+policies:
+  hot: { capacity: 1000, refill_per_second: 100, lease_ttl: 50ms }
+  off: { capacity: 10, refill_per_second: 1, lease_ttl: 0 }
+  plain: { capacity: 10, refill_per_second: 1 }
+)",
+                              "test.yaml");
+  EXPECT_EQ(c.policies.at("hot").lease_ttl, std::chrono::milliseconds{50});
+  EXPECT_EQ(c.policies.at("off").lease_ttl, std::chrono::milliseconds{0});
+  EXPECT_EQ(c.policies.at("plain").lease_ttl, std::chrono::milliseconds{0});
+  auto what = [](const std::string& policy_yaml) {
+    return std::string(error_of("listen: 127.0.0.1:8080\npolicies:\n  p:\n" + policy_yaml).what());
+  };
+  EXPECT_EQ(what("    capacity: 5\n    refill_per_second: 1\n    lease_ttl: 2h\n"),
+            "test.yaml:6: policies.p.lease_ttl: must be 0 (no leases) or 1ms..1h (3600000 "
+            "milliseconds), got 2h");
+  EXPECT_NE(what("    capacity: 5\n    refill_per_second: 1\n    lease_ttl: soon\n")
+                .find("test.yaml:6: policies.p.lease_ttl: \"soon\" is not a duration"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace sluice::daemon
 

@@ -233,6 +233,18 @@ descriptors:
   EXPECT_EQ(ds[3].rate_limit->policy.window, hours(1));
   EXPECT_EQ(ds[4].rate_limit->policy.algorithm, algorithm::fixed_window);
   EXPECT_EQ(ds[4].rate_limit->policy.limit, 3u);
+  EXPECT_EQ(tb.lease_ttl, milliseconds(0));  // leases are opt-in
+}
+
+TEST(EnvoyConfigTest, LeaseTtlReachesThePolicy) {
+  const rls_config c = load_ok(R"(domain: d
+descriptors:
+  - key: route
+    rate_limit: {unit: second, requests_per_unit: 1000, algorithm: token_bucket, lease_ttl: 50ms}
+)");
+  const auto& rl = *c.find("d")->descriptors[0].rate_limit;
+  EXPECT_EQ(rl.lease_ttl, milliseconds(50));
+  EXPECT_EQ(rl.policy.lease_ttl, milliseconds(50));
 }
 
 TEST(EnvoyConfigTest, LoadsWhatTheReferenceLoadsTheWayYamlV2ReadsIt) {
@@ -469,7 +481,17 @@ const refusal refusals[] = {
      "burst: belongs inside a descriptor's rate_limit"},
     {"algorithm on unlimited",
      "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unlimited: true, algorithm: gcra}\n", 4,
-     "algorithm and burst have no meaning on an unlimited rate_limit"},
+     "algorithm, burst and lease_ttl have no meaning on an unlimited rate_limit"},
+    {"lease_ttl past an hour",
+     "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, "
+     "lease_ttl: 2h}\n",
+     4, "lease_ttl: at most 1h, not 2h"},
+    {"lease_ttl not a duration",
+     "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, "
+     "lease_ttl: 50}\n",
+     4,
+     "lease_ttl: \"50\" is not a duration: want a whole number and a unit ms, s, m, h or d (e.g. "
+     "250ms, 1s, 1m, 1h, 1d), or 0 for no leases"},
     {"a bucket too slow for Sluice",
      "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: year, requests_per_unit: 1, "
      "algorithm: token_bucket}\n",
