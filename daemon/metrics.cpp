@@ -98,6 +98,7 @@ struct metrics::families {
   prometheus::Family<prometheus::Gauge>& backend_in_flight;
   prometheus::Family<prometheus::Gauge>& backend_connected;
   prometheus::Family<prometheus::Counter>& script_calls;
+  prometheus::Family<prometheus::Counter>& other_script_calls;
   prometheus::Family<prometheus::Counter>& batched_decisions;
   prometheus::Family<prometheus::Counter>& noscript;
   prometheus::Family<prometheus::Counter>& cluster_redirects;
@@ -214,6 +215,11 @@ metrics::metrics() : registry_(std::make_shared<prometheus::Registry>()) {
       prometheus::BuildCounter()
           .Name("sluice_redis_script_calls_total")
           .Help("Decision script calls sent to Redis (a batch counts once)")
+          .Register(r),
+      prometheus::BuildCounter()
+          .Name("sluice_redis_other_script_calls_total")
+          .Help("Other script calls sent to Redis: multi-key decisions, quota leases and "
+                "their returns, slot steps, Cluster redirections followed and refunds")
           .Register(r),
       prometheus::BuildCounter()
           .Name("sluice_redis_batched_decisions_total")
@@ -508,6 +514,7 @@ void metrics::backend_counters(const backend_stats& s) {
   f_->backend_in_flight.Add({}).Set(static_cast<double>(s.in_flight));
   f_->backend_connected.Add({}).Set(s.up ? 1 : 0);
   advance(f_->script_calls.Add({}), s.script_calls, last.script_calls);
+  advance(f_->other_script_calls.Add({}), s.other_script_calls, last.other_script_calls);
   advance(f_->batched_decisions.Add({}), s.batched_decisions, last.batched_decisions);
   advance(f_->noscript.Add({}), s.noscript, last.noscript);
   advance(f_->cluster_redirects.Add({{"kind", "moved"}}), s.moved, last.moved);

@@ -47,6 +47,7 @@ sluice::backend_stats runtime::backend_stats() const noexcept {
     sum.script_calls += s.script_calls;
     sum.batched_decisions += s.batched_decisions;
     sum.noscript += s.noscript;
+    sum.other_script_calls += s.other_script_calls;
   }
   return sum;
 }

@@ -116,6 +116,9 @@ struct backend_stats {
   std::uint64_t script_calls = 0;       ///< decision script calls sent (a batch counts once)
   std::uint64_t batched_decisions = 0;  ///< decisions those calls carried
   std::uint64_t noscript = 0;           ///< NOSCRIPT answers (the script's source resent)
+  /// Other script calls sent: multi-key decisions, quota leases and their returns, slot
+  /// steps, and on a Cluster the redirections followed and refunds.
+  std::uint64_t other_script_calls = 0;
   // Redis Cluster.
   std::uint64_t moved = 0;                      ///< MOVED redirections followed
   std::uint64_t ask = 0;                        ///< ASK redirections followed

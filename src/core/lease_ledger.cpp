@@ -4,9 +4,11 @@
 
 namespace sluice::detail {
 
-lease_ledger::lease_ledger(std::int64_t ttl_ms, std::int64_t max_units) noexcept
+lease_ledger::lease_ledger(std::int64_t ttl_ms, std::int64_t max_units,
+                           std::int64_t min_hold_ms) noexcept
     : ttl_ms_(std::max<std::int64_t>(1, ttl_ms)),
-      max_units_(std::max<std::int64_t>(1, max_units)) {}
+      max_units_(std::max<std::int64_t>(1, max_units)),
+      min_hold_ms_(std::max<std::int64_t>(0, min_hold_ms)) {}
 
 void lease_ledger::roll_period(std::int64_t now_ms) noexcept {
   if (now_ms < period_start_ms_ + ttl_ms_) return;
@@ -64,7 +66,8 @@ std::int64_t lease_ledger::ask_done(const lease_reply& reply, std::int64_t asked
   if (reply.granted <= 0) {
     // At most a ttl: by then the leases that other instances hold have ended, and what
     // they did not spend went back.
-    denied_until_ms_ = asked_at_ms + std::min(reply.retry_after_ms, ttl_ms_);
+    denied_until_ms_ =
+        asked_at_ms + std::min(std::max(reply.retry_after_ms, min_hold_ms_), ttl_ms_);
     return 0;
   }
   const std::int64_t served = std::clamp<std::int64_t>(waiting, 0, reply.granted);

@@ -35,8 +35,9 @@ struct lease_reply {
 class lease_ledger {
  public:
   /// `ttl_ms`: how long a lease is held (policy::lease_ttl); `max_units`: the most one ask
-  /// may want (the policy's limit).
-  lease_ledger(std::int64_t ttl_ms, std::int64_t max_units) noexcept;
+  /// may want (the policy's limit); `min_hold_ms`: the least a denial holds back asks (see
+  /// ask_done).
+  lease_ledger(std::int64_t ttl_ms, std::int64_t max_units, std::int64_t min_hold_ms = 0) noexcept;
 
   /// A request for `units` came (spent here or not): demand, which sizes the next ask.
   void note_demand(std::int64_t units, std::int64_t now_ms) noexcept;
@@ -52,9 +53,10 @@ class lease_ledger {
   /// valid_ms from the ask (the server debited them after it left). The requests that
   /// waited for it (`waiting` units) are decided by it first, as checks are by their reply,
   /// whenever it arrives: returns the units they get (at most `waiting`); the rest is held.
-  /// A denial holds back further asks until its retry_after_ms has passed, or a ttl, or
-  /// this instance gives units back, whichever comes first: refused instances do not poll
-  /// the server, and units given back are not left unused.
+  /// A denial holds back further asks until its retry_after_ms (at least min_hold_ms) has
+  /// passed, or a ttl, or this instance gives units back, whichever comes first: refused
+  /// instances do not poll the server for every unit that comes back, and units given back
+  /// are not left unused.
   std::int64_t ask_done(const lease_reply& reply, std::int64_t asked_at_ms,
                         std::int64_t waiting = 0);
   /// The ask in flight failed (no reply): nothing held back.
@@ -81,6 +83,7 @@ class lease_ledger {
 
   const std::int64_t ttl_ms_;
   const std::int64_t max_units_;
+  const std::int64_t min_hold_ms_;
   std::deque<lease_lot> lots_;  // by ends_ms, earliest first
   bool asking_ = false;
   std::int64_t denied_until_ms_ = 0;

@@ -29,7 +29,23 @@ std::string random_instance_id() {
   return s;
 }
 
+// How long a denied ask holds back the next one at least: a quarter of the lease's ttl, so
+// that an instance over the limit asks a few times per ttl, for what came back meanwhile,
+// rather than for every unit. Nothing is lost by waiting while what comes back accumulates:
+// so at most a quarter of the time the limit takes to come back whole (a bucket's refill
+// from empty, a window).
+std::int64_t min_denial_hold_ms(const policy& p) noexcept {
+  const double whole_ms = is_window(p.algorithm)
+                              ? static_cast<double>(p.window.count())
+                              : 1000.0 * static_cast<double>(p.capacity) / p.refill_per_second;
+  return static_cast<std::int64_t>(std::min(static_cast<double>(p.lease_ttl.count()), whole_ms) /
+                                   4);
+}
+
 }  // namespace
+
+lease_table::entry::entry(const policy& limit)
+    : p(limit), ledger(limit.lease_ttl.count(), limit_of(limit), min_denial_hold_ms(limit)) {}
 
 lease_table::lease_table(std::shared_ptr<backend> primary, std::shared_ptr<const clock> time_source)
     : primary_(std::move(primary)),

@@ -77,7 +77,7 @@ class lease_table : public std::enable_shared_from_this<lease_table> {
     decide_handler done;
   };
   struct entry {
-    entry(const policy& p) : p(p), ledger(p.lease_ttl.count(), limit_of(p)) {}
+    explicit entry(const policy& p);
     policy p;
     lease_ledger ledger;
     std::deque<waiter> waiters;

@@ -213,6 +213,7 @@ struct decision_batcher::opaque_call {
 void decision_batcher::send_opaque(pending p) {
   // Past its deadline while it waited: not worth Redis's time either.
   if (p.deadline <= clock::now()) return finish(p, make_error_code(errc::backend_timeout));
+  other_calls_.fetch_add(1, std::memory_order_relaxed);
   const script_exec how{.deadline = p.deadline, .replies = p.replies, .noscript = &noscript_};
   exec_script(conn_, how, opaque_call{shared_from_this(), std::move(p.call)});
 }

@@ -123,15 +123,16 @@ class decision_batcher : public std::enable_shared_from_this<decision_batcher> {
   std::size_t accepted() const noexcept { return accepted_.load(std::memory_order_relaxed); }
 
   /// Decisions' script calls sent (a batch once), the decisions they carried, NOSCRIPT
-  /// answers (to any call of this queue, opaque ones included).
+  /// answers (to any call of this queue, opaque ones included), and the opaque calls sent.
   struct counters {
     std::uint64_t calls = 0;
     std::uint64_t decisions = 0;
     std::uint64_t noscript = 0;
+    std::uint64_t other_calls = 0;
   };
   counters sent() const noexcept {
     constexpr auto r = std::memory_order_relaxed;
-    return {calls_.load(r), decisions_.load(r), noscript_.load(r)};
+    return {calls_.load(r), decisions_.load(r), noscript_.load(r), other_calls_.load(r)};
   }
 
  private:
@@ -188,7 +189,7 @@ class decision_batcher : public std::enable_shared_from_this<decision_batcher> {
   const batcher_options options_;
 
   std::atomic<std::size_t> accepted_{0};
-  std::atomic<std::uint64_t> calls_{0}, decisions_{0}, noscript_{0};
+  std::atomic<std::uint64_t> calls_{0}, decisions_{0}, noscript_{0}, other_calls_{0};
   void count_call(std::size_t decisions) noexcept {
     calls_.fetch_add(1, std::memory_order_relaxed);
     decisions_.fetch_add(decisions, std::memory_order_relaxed);

@@ -124,6 +124,7 @@ class redis_backend final : public redis::engine_backend<redis::standalone_backe
     s.script_calls = sent.calls;
     s.batched_decisions = sent.decisions;
     s.noscript = sent.noscript;
+    s.other_script_calls = sent.other_calls;
     return s;
   }
 

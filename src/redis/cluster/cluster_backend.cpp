@@ -206,6 +206,7 @@ class cluster_backend final : public redis::engine_backend<> {
     backend_stats s;
     s.up = c.refreshes > 0;
     s.noscript = c.noscript;
+    s.other_script_calls = c.other_script_calls;
     s.moved = c.moved;
     s.ask = c.ask;
     s.slot_map_refreshes = c.refreshes;

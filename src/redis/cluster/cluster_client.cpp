@@ -122,6 +122,7 @@ cluster_stats cluster_client::stats() const {
     s.script_calls += sent.calls;
     s.batched_decisions += sent.decisions;
     s.noscript += sent.noscript;
+    s.other_script_calls += sent.other_calls;
   }
   return s;
 }

@@ -53,8 +53,9 @@ struct cluster_stats {
   std::uint64_t moved = 0;
   std::uint64_t ask = 0;
   std::uint64_t noscript = 0;
-  std::uint64_t refreshes = 0;         ///< slot maps received
-  std::uint64_t refresh_failures = 0;  ///< refresh rounds where no node answered
+  std::uint64_t other_script_calls = 0;  ///< every other script call of the nodes' queues
+  std::uint64_t refreshes = 0;           ///< slot maps received
+  std::uint64_t refresh_failures = 0;    ///< refresh rounds where no node answered
   /// Multi-key decisions whose keys were on several slots (decided slot by slot).
   std::uint64_t cross_slot = 0;
   std::uint64_t refunds = 0;          ///< refund scripts sent for slot groups spent in vain
