@@ -50,6 +50,20 @@ g_rls_cpu_mem="$(paired rls_memory_d1_c50.server_us check_memory_c50.server_us g
 g_rls_cpu_redis="$(paired rls_redis_d1_c50.server_us check_redis_c50.server_us g)"
 g_h2_mem="$(paired rls_memory_h2load_c50.per_sec check_memory_c50.per_sec g)"
 g_h2_redis="$(paired rls_redis_h2load_c50.per_sec check_redis_c50.per_sec g)"
+h_lib="$(paired lib_lease.decisions_per_s lib_plain.decisions_per_s h)"
+h_hot="$(paired hot_redis.per_sec hot_memory.per_sec h)"
+# The median of three rounds' single figures (not a ratio).
+median3() {  # median3 SUFFIX PREFIX
+  local vs=() v
+  for i in 1 2 3; do
+    v="${F[${2}${i}_$1]:-}"
+    [ -n "$v" ] && [ "$v" != n/a ] && vs+=("$v")
+  done
+  [ ${#vs[@]} -eq 0 ] && { echo "n/a"; return; }
+  printf '%s\n' "${vs[@]}" | sort -g | awk '{ v[NR] = $1 } END { printf "%s", v[int((NR + 1) / 2)] }'
+}
+h_lib_rate="$(median3 lib_lease.decisions_per_s h)"
+h_lib_calls="$(median3 lib_lease.calls_per_1000 h)"
 lib50_vs_p16="$(ratio lib_async_50.per_sec rb_ref_c50_P16.per_sec)"
 pair_tput="$(paired lib_50.per_sec ref_P16.per_sec)"
 pair_p50="$(paired lib_1.p50_us ref_c1.p50_us)"
@@ -149,6 +163,20 @@ alternating rounds; each ratio is the median of the rounds' ratios (the rounds i
 | ShouldRateLimit calls/s under h2load (2 connections x 25 streams) >= 0.8x wrk's \`/v1/check\`, memory | ${g_h2_mem%% *}x ${g_h2_mem#* } | $(verdict "${g_h2_mem%% *}" ">=" 0.8) |
 | (same, Redis) | ${g_h2_redis%% *}x ${g_h2_redis#* } | $(verdict "${g_h2_redis%% *}" ">=" 0.8) |
 | The library (50 \`async_check\` chains, default options) >= 2x redis-benchmark -c 50 -P 16 EVALSHA of the seed script (section b's rounds) | ${pair_tput%% *}x ${pair_tput#* } | $(verdict "${pair_tput%% *}" ">=" 2) |
+
+## Targets (issue 33: quota leases, section h)
+
+One key shared by every caller. The library: 2 processes x 2 threads of \`sluice_bench_lease\`
+(blocking \`check\`, default options) on one key whose limit (10,000 burst, 100,000/s) is far
+below the demand, with \`lease_ttl\` 50 ms and without; sluiced: \`wrk -t2 -c50\` on one key
+of a policy with \`lease_ttl: 50ms\`, on Redis and on memory. Three alternating rounds; medians.
+
+| Target | Figure | Verdict |
+|---|---|---|
+| The library with leases >= 1,000,000 decisions/s across 2 processes | $h_lib_rate | $(verdict "$h_lib_rate" ">=" 1000000) |
+| ... >= 5x the same program without leases | ${h_lib%% *}x ${h_lib#* } | $(verdict "${h_lib%% *}" ">=" 5) |
+| ... <= 1 script call per 1,000 decisions | $h_lib_calls | $(verdict "$h_lib_calls" "<=" 1) |
+| sluiced, one hot key on Redis with leases >= 0.95x sluiced on memory (wrk -t2 -c50) | ${h_hot%% *}x ${h_hot#* } | $(verdict "${h_hot%% *}" ">=" 0.95) |
 
 ![throughput and p99 against concurrency](bench/concurrency.svg)
 
