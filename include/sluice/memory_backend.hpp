@@ -19,6 +19,12 @@ struct memory_options {
   std::size_t max_keys = 1'000'000;
   /// Time source; default: steady_clock.
   std::shared_ptr<const clock> time_source;
+  /// Serve quota leases (backend::async_lease) to the limiters that share this backend, as
+  /// Redis does (lua/lease.lua's steps, the askers of a key counted per limiter). Off by
+  /// default: a limiter on its own memory backend gains nothing from leasing, so it decides
+  /// every check directly. On for simulations of several instances (`sluice simulate
+  /// --instances`) and tests.
+  bool serve_leases = false;
 };
 
 /// A thread-safe, sharded memory backend. decide() takes nanoseconds and never fails.

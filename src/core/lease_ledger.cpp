@@ -57,7 +57,8 @@ std::optional<std::int64_t> lease_ledger::next_ask(std::int64_t now_ms, std::int
   const std::int64_t lasting = held(now_ms + ttl_ms_ / 4);
   if (lasting >= need && 2 * lasting >= want) return std::nullopt;
   asking_ = true;
-  return std::clamp(std::max(want, need), std::int64_t{1}, max_units_);
+  asked_units_ = std::clamp(std::max(want, need), std::int64_t{1}, max_units_);
+  return asked_units_;
 }
 
 std::int64_t lease_ledger::ask_done(const lease_reply& reply, std::int64_t asked_at_ms,
@@ -70,6 +71,7 @@ std::int64_t lease_ledger::ask_done(const lease_reply& reply, std::int64_t asked
         asked_at_ms + std::min(std::max(reply.retry_after_ms, min_hold_ms_), ttl_ms_);
     return 0;
   }
+  if (reply.granted < asked_units_) denied_until_ms_ = asked_at_ms + min_hold_ms_;
   const std::int64_t served = std::clamp<std::int64_t>(waiting, 0, reply.granted);
   if (reply.granted - served <= 0 || reply.valid_ms <= 0) return served;
   const lease_lot lot{reply.granted - served, asked_at_ms + std::min(reply.valid_ms, ttl_ms_),

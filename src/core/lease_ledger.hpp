@@ -56,7 +56,10 @@ class lease_ledger {
   /// A denial holds back further asks until its retry_after_ms (at least min_hold_ms) has
   /// passed, or a ttl, or this instance gives units back, whichever comes first: refused
   /// instances do not poll the server for every unit that comes back, and units given back
-  /// are not left unused.
+  /// are not left unused. A grant of less than was asked for (the instance's fair share of a
+  /// limit that is running out) holds further asks for min_hold_ms from the ask in the same
+  /// way, once its units are spent: near exhaustion an instance asks a few times per ttl for
+  /// what came back meanwhile, not once per unit.
   std::int64_t ask_done(const lease_reply& reply, std::int64_t asked_at_ms,
                         std::int64_t waiting = 0);
   /// The ask in flight failed (no reply): nothing held back.
@@ -86,6 +89,7 @@ class lease_ledger {
   const std::int64_t min_hold_ms_;
   std::deque<lease_lot> lots_;  // by ends_ms, earliest first
   bool asking_ = false;
+  std::int64_t asked_units_ = 0;  // what the ask in flight wants
   std::int64_t denied_until_ms_ = 0;
   std::int64_t period_start_ms_ = 0;
   std::int64_t this_period_ = 0;

@@ -23,6 +23,10 @@
 #include <string_view>
 #include <vector>
 
+#include <string>
+#include <unordered_map>
+
+#include "algorithm/lease.hpp"
 #include "algorithm/limit.hpp"
 #include "algorithm/token_bucket.hpp"
 #include "core/key_groups.hpp"
@@ -393,7 +397,8 @@ class memory_backend final : public backend {
         // shards outnumbered the keys: each gets at least min_shard_keys of max_keys.
         shards_(std::clamp<std::size_t>(o.shards, 1,
                                         std::max<std::size_t>(1, o.max_keys / min_shard_keys))),
-        max_keys_(std::max<std::size_t>(1, o.max_keys)) {}
+        max_keys_(std::max<std::size_t>(1, o.max_keys)),
+        serve_leases_(o.serve_leases) {}
 
   backend_stats stats() const noexcept override {
     backend_stats st;
@@ -443,29 +448,53 @@ class memory_backend final : public backend {
   std::error_code operate(std::string_view key, const policy& p, key_operation op,
                           std::uint64_t amount, decision& out) override {
     const std::int64_t now_us = clock_->now().count();
-    const std::int64_t now_ms = now_us / 1000;
-    const std::uint64_t h = hash_key(key);
-    shard& s = shards_[(h >> 32) % shards_.size()];
-    std::lock_guard lock(s.mu);
-    slot* found = s.table.find(h, key);
-    std::optional<detail::limit_state> state;
-    if (found != nullptr) state = load_state(*found, p.algorithm, now_ms);
-    auto r = detail::limit_apply(detail::to_limit_params(p, op, amount), state, now_us);
-    if (r.write && state) {
+    with_state(key, p, now_us, [&](std::optional<detail::limit_state>& state) {
+      const auto r = detail::limit_apply(detail::to_limit_params(p, op, amount), state, now_us);
+      out = detail::to_decision(r.outcome, limit_of(p));
       // A block ends at its microsecond: its expiry is rounded up, never down.
-      const std::int64_t expires_ms = state->blocked_until_us != 0
+      const std::int64_t expires_ms = state && state->blocked_until_us != 0
                                           ? detail::ceil_div(state->blocked_until_us, 1000)
-                                          : expiry(p.algorithm, now_ms, r.ttl_ms);
-      slot& f = found != nullptr ? *found : insert(s, h, key, now_ms);
-      store_state(f, p.algorithm, std::move(*state), expires_ms);
-      s.next_sweep_ms = std::min(s.next_sweep_ms, expires_ms);
-    } else if (r.write && found != nullptr) {
-      // Forgotten: expired now, swept with the others.
-      release_log(*found);
-      found->expires_ms = now_ms;
-    }
-    out = detail::to_decision(r.outcome, limit_of(p));
+                                          : expiry(p.algorithm, now_us / 1000, r.ttl_ms);
+      return std::pair{r.write, expires_ms};
+    });
     return {};
+  }
+
+  // Quota leases, when served (memory_options::serve_leases): the steps of lua/lease.lua.
+  void async_lease(std::string_view key, const policy& p, const lease_request& request,
+                   lease_handler handler) override {
+    if (!serve_leases_) return backend::async_lease(key, p, request, std::move(handler));
+    const std::int64_t now_us = clock_->now().count();
+    const std::int64_t now_ms = now_us / 1000;
+    const std::int64_t askers = note_asker(key, request.instance, now_ms, p.lease_ttl.count());
+    lease_grant g;
+    with_state(key, p, now_us, [&](std::optional<detail::limit_state>& state) {
+      const auto r = detail::limit_lease(
+          detail::to_limit_params(p, request.cost),
+          {static_cast<std::int64_t>(request.want), askers, p.lease_ttl.count()}, state, now_us);
+      g.d = detail::to_decision(r.outcome, limit_of(p));
+      g.granted = static_cast<std::uint64_t>(r.granted);
+      g.valid = std::chrono::milliseconds{r.valid_ms};
+      g.granted_at_ms = r.at_ms;
+      return std::pair{r.granted > 0, expiry(p.algorithm, now_ms, r.ttl_ms)};
+    });
+    handler({}, g);
+  }
+
+  void async_lease_return(std::string_view key, const policy& p, std::uint64_t units,
+                          std::int64_t granted_at_ms, decide_handler handler) override {
+    if (!serve_leases_)
+      return backend::async_lease_return(key, p, units, granted_at_ms, std::move(handler));
+    const std::int64_t now_us = clock_->now().count();
+    decision d;
+    with_state(key, p, now_us, [&](std::optional<detail::limit_state>& state) {
+      const auto r = detail::limit_lease_return(detail::to_limit_params(p, 1),
+                                                static_cast<std::int64_t>(units), granted_at_ms,
+                                                state, now_us);
+      d = detail::to_decision(r.outcome, limit_of(p));
+      return std::pair{r.write, expiry(p.algorithm, now_us / 1000, r.ttl_ms)};
+    });
+    handler({}, d);
   }
 
   void async_decide(std::string_view key, const policy& p, std::uint64_t cost,
@@ -634,9 +663,52 @@ class memory_backend final : public backend {
     return detail::to_decision(o, limit_of(p));
   }
 
+  // Runs `step(state)` on the key's state under its shard's lock; `step` returns whether to
+  // write the state back and, if so, when it expires (ms). Written back with no state left,
+  // the key is forgotten (expired now, swept with the others).
+  template <class Step>
+  void with_state(std::string_view key, const policy& p, std::int64_t now_us, Step step) {
+    const std::int64_t now_ms = now_us / 1000;
+    const std::uint64_t h = hash_key(key);
+    shard& s = shards_[(h >> 32) % shards_.size()];
+    std::lock_guard lock(s.mu);
+    slot* found = s.table.find(h, key);
+    std::optional<detail::limit_state> state;
+    if (found != nullptr) state = load_state(*found, p.algorithm, now_ms);
+    const auto [write, expires_ms] = step(state);
+    if (write && state) {
+      slot& f = found != nullptr ? *found : insert(s, h, key, now_ms);
+      store_state(f, p.algorithm, std::move(*state), expires_ms);
+      s.next_sweep_ms = std::min(s.next_sweep_ms, expires_ms);
+    } else if (write && found != nullptr) {
+      release_log(*found);
+      found->expires_ms = now_ms;
+    }
+  }
+
+  // Counts the distinct instances that asked for `key` within the last ttl_ms, this one
+  // included (lua/lease.lua's sorted set of askers).
+  std::int64_t note_asker(std::string_view key, std::string_view instance, std::int64_t now_ms,
+                          std::int64_t ttl_ms) {
+    std::lock_guard lock(askers_mu_);
+    auto& who = askers_[std::string(key)];
+    std::erase_if(who, [&](const auto& a) { return a.second < now_ms - ttl_ms; });
+    auto it =
+        std::find_if(who.begin(), who.end(), [&](const auto& a) { return a.first == instance; });
+    if (it == who.end()) {
+      who.emplace_back(std::string(instance), now_ms);
+    } else {
+      it->second = now_ms;
+    }
+    return static_cast<std::int64_t>(who.size());
+  }
+
   std::shared_ptr<const clock> clock_;
   std::vector<shard> shards_;
   std::size_t max_keys_;
+  const bool serve_leases_;
+  std::mutex askers_mu_;
+  std::unordered_map<std::string, std::vector<std::pair<std::string, std::int64_t>>> askers_;
   // Keys held by all shards; written under a shard's lock, read without one (a bound off by
   // a concurrent insert or two is still a bound).
   std::atomic<std::size_t> keys_{0};
