@@ -3,6 +3,7 @@
 // start at 0) and moves to each request's time, microsecond by microsecond.
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -12,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -37,6 +39,8 @@ struct simulate_args {
   std::uint64_t seed = 1;
   const CLI::Option* seed_option = nullptr;
   std::string svg;
+  std::uint64_t instances = 1;
+  std::string lease_ttl;
 };
 
 // What the summary counts, request by request.
@@ -107,8 +111,17 @@ std::string title_of(const simulate_args& a, const policy& p, const traffic_spec
 }
 
 int run_simulate(const simulate_args& a) {
-  const auto p = checked_policy(a.policy, simulated_key, a.cost);
+  auto p = checked_policy(a.policy, simulated_key, a.cost);
   if (!p) return exit_invalid;
+  if (!a.lease_ttl.empty()) {
+    const auto ttl = duration_flag("--lease-ttl", a.lease_ttl);
+    if (!ttl) return exit_invalid;
+    if (*ttl > max_lease_ttl) {
+      std::cerr << "sluice: --lease-ttl: a lease lasts 1ms..1h, got " << a.lease_ttl << "\n";
+      return exit_invalid;
+    }
+    p->lease_ttl = *ttl;
+  }
   std::string why;
   const auto spec = parse_traffic(a.traffic, why);
   if (!spec) {
@@ -147,7 +160,12 @@ int run_simulate(const simulate_args& a) {
   memory_options options;
   options.shards = 1;
   options.time_source = clock;
-  limiter lim(make_memory_backend(std::move(options)), nullptr, clock);
+  // Several instances share the backend, as processes share Redis; with --lease-ttl each
+  // takes leases from it as from Redis (docs/LEASES.md).
+  options.serve_leases = p->lease_ttl.count() > 0;
+  const auto shared = make_memory_backend(std::move(options));
+  std::vector<limiter> instances;
+  for (std::uint64_t i = 0; i < a.instances; ++i) instances.emplace_back(shared, nullptr, clock);
   // Buckets have no window: the busiest second is what they are compared by.
   const std::int64_t window_ms = is_window(p->algorithm) ? p->window.count() : 1000;
   tally t(window_ms);
@@ -160,6 +178,8 @@ int run_simulate(const simulate_args& a) {
     }
     clock->set(std::chrono::microseconds{at});
     std::error_code ec;
+    // Requests take turns over the instances, as a load balancer's round robin.
+    auto& lim = instances[t.requests % instances.size()];
     const auto d = lim.check(simulated_key, *p, a.cost, ec);
     if (ec) {
       std::cerr << "sluice: invalid input: " << invalid_input(ec, a.policy, *p, a.cost) << "\n";
@@ -180,6 +200,25 @@ int run_simulate(const simulate_args& a) {
   j["first_denied_ms"] = t.first_denied_us ? ms_json(*t.first_denied_us) : nullptr;
   j["window_ms"] = window_ms;
   j["max_allowed_in_any_window"] = t.most_in_window;
+  if (a.instances > 1 || p->lease_ttl.count() > 0) {
+    j["instances"] = a.instances;
+    j["lease_ttl_ms"] = p->lease_ttl.count();
+    std::uint64_t leases = 0, leased = 0;
+    for (const auto& l : instances) {
+      const auto st = l.stats();
+      leases += st.leases + st.lease_denials;
+      leased += st.leased_decisions;
+    }
+    j["lease_asks"] = leases;
+    j["leased_decisions"] = leased;
+    // What leases may add to any window, at most: the limit's rate x lease_ttl (docs/LEASES.md;
+    // fixed windows add nothing to an aligned window).
+    const double rate = is_window(p->algorithm) ? static_cast<double>(p->limit) * 1000.0 /
+                                                      static_cast<double>(p->window.count())
+                                                : p->refill_per_second;
+    j["lease_bound_extra"] = static_cast<std::uint64_t>(
+        std::ceil(rate * static_cast<double>(p->lease_ttl.count()) / 1000.0));
+  }
   if (chart) {
     svg_file << chart->render(title_of(a, *p, *spec), t.allowed, t.denied);
     svg_file.close();
@@ -212,6 +251,14 @@ command add_simulate_command(CLI::App& app) {
       ->capture_default_str();
   a->seed_option = cmd->add_option("--seed", a->seed, "poisson: the random generator's seed")
                        ->capture_default_str();
+  cmd->add_option("--instances", a->instances,
+                  "Instances (limiters) sharing the limit, as processes share Redis; requests "
+                  "take turns over them")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--lease-ttl", a->lease_ttl,
+                  "Quota leases: each instance decides from leases valid this long (e.g. "
+                  "50ms), as with policy lease_ttl on Redis");
   cmd->add_option("--svg", a->svg,
                   "Also draw the decisions into this SVG file (allowed and denied over time, "
                   "and the remaining budget)");

@@ -342,5 +342,30 @@ TEST(CliSimulateTest, SvgStaysSmallForAMillionRequests) {
             "sluice: --svg: cannot write /nonexistent/dir/x.svg: No such file or directory\n");
 }
 
+// Four instances sharing a limit through leases: what they admit together is what one
+// limiter admits, within the stated bound, and most decisions are taken without asking.
+TEST(CliSimulateTest, InstancesWithLeasesStayWithinTheBound) {
+  const std::vector<std::string> bucket{"--capacity", "1000",        "--refill-per-second", "1000",
+                                        "--traffic",  "steady:5000", "--duration",          "10s"};
+  const auto one = nlohmann::json::parse(simulate(bucket).out);
+  const auto r = simulate(with(bucket, {"--instances", "4", "--lease-ttl", "50ms"}));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto four = nlohmann::json::parse(r.out);
+  EXPECT_EQ(four["instances"], 4);
+  EXPECT_EQ(four["lease_ttl_ms"], 50);
+  EXPECT_EQ(four["lease_bound_extra"], 50);  // 1000/s x 50 ms
+  const int allowed = four["allowed"].get<int>();
+  EXPECT_LE(allowed, one["allowed"].get<int>() + 50);
+  EXPECT_GE(allowed, one["allowed"].get<int>() * 95 / 100);
+  EXPECT_LE(four["max_allowed_in_any_window"].get<int>(),
+            one["max_allowed_in_any_window"].get<int>() + 50);
+  EXPECT_GT(four["leased_decisions"].get<int>(), 40'000);
+  EXPECT_LT(four["lease_asks"].get<int>(), 5'000);
+  // A lease_ttl past an hour is refused by name.
+  const auto bad = simulate(with(bucket, {"--lease-ttl", "2h"}));
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("--lease-ttl"), std::string::npos) << bad.err;
+}
+
 }  // namespace
 }  // namespace sluice::test
