@@ -52,6 +52,7 @@ g_h2_mem="$(paired rls_memory_h2load_c50.per_sec check_memory_c50.per_sec g)"
 g_h2_redis="$(paired rls_redis_h2load_c50.per_sec check_redis_c50.per_sec g)"
 h_lib="$(paired lib_lease.decisions_per_s lib_plain.decisions_per_s h)"
 h_hot="$(paired hot_redis.per_sec hot_memory.per_sec h)"
+h_rls_hot="$(paired rlshot_redis.per_sec rlshot_memory.per_sec h)"
 # The median of three rounds' single figures (not a ratio).
 median3() {  # median3 SUFFIX PREFIX
   local vs=() v
@@ -177,6 +178,7 @@ of a policy with \`lease_ttl: 50ms\`, on Redis and on memory. Three alternating 
 | ... >= 5x the same program without leases | ${h_lib%% *}x ${h_lib#* } | $(verdict "${h_lib%% *}" ">=" 5) |
 | ... <= 1 script call per 1,000 decisions | $h_lib_calls | $(verdict "$h_lib_calls" "<=" 1) |
 | sluiced, one hot key on Redis with leases >= 0.95x sluiced on memory (wrk -t2 -c50) | ${h_hot%% *}x ${h_hot#* } | $(verdict "${h_hot%% *}" ">=" 0.95) |
+| (same, ShouldRateLimit on one leased descriptor value, sluice_bench_rls 50 streams) | ${h_rls_hot%% *}x ${h_rls_hot#* } | $(verdict "${h_rls_hot%% *}" ">=" 0.95) |
 
 ![throughput and p99 against concurrency](bench/concurrency.svg)
 
