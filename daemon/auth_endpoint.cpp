@@ -76,22 +76,23 @@ void service::handle_auth(const http_request& req, const std::string& peer,
   // The keys are derived (the headers read) before this returns: `lookup` may refer to `req`.
   http::async_evaluate(
       on_backend_thread, rt->limiter_here(), rt->rules, facts,
+      // `rt` lives until the evaluation is done (the limiter is the runtime's); the answer
+      // needs only what the evaluation holds.
       [this, rt, ex, start, version, deny_status, done, method = facts.method,
        path = facts.path](http::evaluation e) mutable {
         complete_on(
-            ex, [this, rt = std::move(rt), start, version, deny_status, done = std::move(done),
+            ex, [this, start, version, deny_status, done = std::move(done),
                  method = std::move(method), path = std::move(path), e = std::move(e)]() mutable {
               done.answer([&] {
-                return auth_response(*rt, start, version, deny_status, method, path, std::move(e));
+                return auth_response(start, version, deny_status, method, path, std::move(e));
               });
             });
       });
 }
 
-http_response service::auth_response(const runtime& rt, std::chrono::steady_clock::time_point start,
-                                     unsigned version, unsigned deny_status,
-                                     std::string_view method, std::string_view path,
-                                     http::evaluation e) {
+http_response service::auth_response(std::chrono::steady_clock::time_point start, unsigned version,
+                                     unsigned deny_status, std::string_view method,
+                                     std::string_view path, http::evaluation e) {
   metrics_.backend_latency(now() - start);
   for (const auto& o : e.outcomes) {
     if (o.skipped) {
@@ -99,9 +100,8 @@ http_response service::auth_response(const runtime& rt, std::chrono::steady_cloc
       continue;
     }
     if (o.result.degraded) {
-      const auto* p = rt.rules->find_policy(o.policy);
       metrics_.backend_error(o.result.backend_error);
-      if (p) metrics_.degraded(p->on_failure, o.policy);
+      metrics_.degraded(o.on_failure, o.policy);
     }
     std::string_view result = o.result.allowed ? "allowed" : "denied";
     if (o.shadow && !o.result.allowed) {

@@ -192,9 +192,9 @@ class service {
                    const responder& done);
   /// The forward-auth answer to evaluation `e`, with its metrics counted (`method` and
   /// `path` are for the shadow rules' debug log).
-  http_response auth_response(const runtime& rt, std::chrono::steady_clock::time_point start,
-                              unsigned version, unsigned deny_status, std::string_view method,
-                              std::string_view path, http::evaluation e);
+  http_response auth_response(std::chrono::steady_clock::time_point start, unsigned version,
+                              unsigned deny_status, std::string_view method, std::string_view path,
+                              http::evaluation e);
   /// POST /json: Envoy's ShouldRateLimit as JSON (the reference service's endpoint).
   void handle_json(const http_request& req, std::shared_ptr<const runtime> rt,
                    boost::asio::any_io_executor ex, const responder& done);

@@ -60,6 +60,7 @@ evaluation plan(std::shared_ptr<const rule_set> rules, const request_facts& req)
     o.rule_index = i;
     o.rule = r.name;
     o.policy = r.policy;
+    if (const auto* p = e.rules->find_policy(r.policy)) o.on_failure = p->on_failure;
     o.shadow = r.shadow;
     if (auto k = r.key.derive(req, e.rules->options())) {
       o.key = detail::limiter_key(r.name, r.policy, *k);

@@ -26,6 +26,8 @@ struct rule_outcome {
   std::size_t rule_index = 0;  ///< into rule_set::rules()
   std::string rule;            ///< the rule's name
   std::string policy;          ///< the policy's name
+  /// The policy's failure mode: what decided when `result.degraded`.
+  failure_mode on_failure = failure_mode::open;
   bool shadow = false;
   /// The limiter key: `<rule>:<policy>:<derived key>`, so two rules never share a bucket.
   /// Empty when the key spec found no identity (then `skipped` is true).
