@@ -431,16 +431,22 @@ std::uint16_t rls_server::start(const std::string& host, std::uint16_t port,
 bool rls_server::reload_tls(const envoy_rls_config::tls_config& tls) {
   auto& l = *impl_;
   bool was_tls = false;
+  bool same = false;
   {
     std::lock_guard lock(l.tls_mu);
     was_tls = l.tls != nullptr;
+    const auto& now = l.tls_cfg;
+    same = now.cert_path == tls.cert_path && now.key_path == tls.key_path &&
+           now.client_ca_path == tls.client_ca_path && now.cert_pem == tls.cert_pem &&
+           now.key_pem == tls.key_pem && now.client_ca_pem == tls.client_ca_pem &&
+           now.client_san == tls.client_san;
   }
   if (was_tls != tls.enabled()) {
     spdlog::warn("reload: envoy_rls.tls turned {} only on restart; the gRPC listener stays {}",
                  tls.enabled() ? "on" : "off", was_tls ? "TLS" : "plaintext");
     return false;
   }
-  if (!was_tls) return true;
+  if (!was_tls || same) return true;  // nothing new: the context in force stays
   std::string why;
   if (!l.use_tls(tls, stamps_of(tls), why)) {
     spdlog::error(

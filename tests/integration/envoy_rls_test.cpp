@@ -232,6 +232,49 @@ TEST(EnvoyRlsTest, MultiDescriptorRequestIsAllOrNothingOnRedis) {
   expect_all_or_nothing(d);
 }
 
+// Quota mode beside an ordinary limit: q1 (1 per minute, quota mode) is decided first; when
+// its group (the only one) is over, the request is denied and tenant spends nothing.
+void expect_quota_mode_decided_first(rls_daemon& d) {
+  const auto mixed = request({entry("tenant", "qm"), entry("q1", "qm")});
+  auto r = d.call({mixed, mixed, request({entry("tenant", "qm")})});
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].at("response").at("overall_code"), "OK") << r.dump();
+  EXPECT_EQ(remaining(r[0].at("response").at("statuses").at(0)), 4u) << r.dump();
+  const auto& denied = r[1].at("response");
+  EXPECT_EQ(denied.at("overall_code"), "OVER_LIMIT") << r.dump();
+  EXPECT_EQ(denied.at("statuses").at(0).at("code"), "OK");
+  EXPECT_EQ(denied.at("statuses").at(1).at("code"), "OVER_LIMIT");
+  // tenant: 5 - 1 - (nothing for the denied one) - 1 now = 3.
+  EXPECT_EQ(remaining(r[2].at("response").at("statuses").at(0)), 3u) << r.dump();
+  // With a second quota group that has room (q2), the request goes through and q1 says
+  // it is over.
+  auto soft = d.call_one(request({entry("q1", "qm"), entry("q2", "qm"), entry("tenant", "qm")}));
+  EXPECT_EQ(soft.at("response").at("overall_code"), "OK") << soft.dump();
+  EXPECT_EQ(soft.at("response").at("statuses").at(0).at("code"), "OVER_LIMIT");
+  EXPECT_EQ(remaining(soft.at("response").at("statuses").at(2)), 2u) << soft.dump();
+}
+
+const std::string quota_limits = std::string(edge_limits) + R"(  - key: q1
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: q2
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+)";
+
+TEST(EnvoyRlsTest, QuotaModeIsDecidedFirstAndADeniedRequestSpendsNothingOnMemory) {
+  REQUIRE_CLIENT();
+  rls_daemon d(quota_limits, "backend: memory");
+  expect_quota_mode_decided_first(d);
+}
+
+TEST(EnvoyRlsTest, QuotaModeIsDecidedFirstAndADeniedRequestSpendsNothingOnRedis) {
+  REQUIRE_CLIENT();
+  redis_server redis;
+  rls_daemon d(quota_limits, "backend: " + redis.url());
+  expect_quota_mode_decided_first(d);
+}
+
 // On Redis Cluster every bucket of a domain carries the domain as its hash tag, so all of a
 // request's limits are on one slot: one atomic step there too, never decided slot by slot.
 TEST(EnvoyRlsTest, MultiDescriptorRequestIsAllOrNothingOnCluster) {
