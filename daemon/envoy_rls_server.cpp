@@ -317,6 +317,10 @@ struct rls_server::listener final : grpc::connection_context,
     tls_watch.expires_after(tls_watch_interval);
     tls_watch.async_wait([self = shared_from_this()](boost::system::error_code ec) {
       if (ec) return;
+      {
+        std::lock_guard lock(self->mu);
+        if (self->draining) return;  // no new connection will use a new certificate
+      }
       self->check_tls_files();
       self->watch_tls();
     });
