@@ -252,6 +252,12 @@ void expect_quota_mode_decided_first(rls_daemon& d) {
   EXPECT_EQ(soft.at("response").at("overall_code"), "OK") << soft.dump();
   EXPECT_EQ(soft.at("response").at("statuses").at(0).at("code"), "OVER_LIMIT");
   EXPECT_EQ(remaining(soft.at("response").at("statuses").at(2)), 2u) << soft.dump();
+  // Both phases under 50 concurrent clients: the ordinary limit of 37 admits exactly 37.
+  auto out = d.client({"concurrent", "--clients", "50", "--calls", "4",
+                       request({entry("remote_address", "10.9.9.9"), entry("q3", "c")})});
+  EXPECT_EQ(out.at("OK"), 37) << out.dump();
+  EXPECT_EQ(out.at("OVER_LIMIT"), 200 - 37) << out.dump();
+  EXPECT_TRUE(out.at("errors").empty()) << out.dump();
 }
 
 const std::string quota_limits = std::string(edge_limits) + R"(  - key: q1
@@ -260,6 +266,9 @@ const std::string quota_limits = std::string(edge_limits) + R"(  - key: q1
   - key: q2
     quota_mode: true
     rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: q3
+    quota_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1000}
 )";
 
 TEST(EnvoyRlsTest, QuotaModeIsDecidedFirstAndADeniedRequestSpendsNothingOnMemory) {
@@ -271,7 +280,9 @@ TEST(EnvoyRlsTest, QuotaModeIsDecidedFirstAndADeniedRequestSpendsNothingOnMemory
 TEST(EnvoyRlsTest, QuotaModeIsDecidedFirstAndADeniedRequestSpendsNothingOnRedis) {
   REQUIRE_CLIENT();
   redis_server redis;
-  rls_daemon d(quota_limits, "backend: " + redis.url());
+  // Two backend round trips per call, 50 clients on a shared 2-core machine: a timeout
+  // well above the default 50 ms, so that a slow moment is not an UNAVAILABLE here.
+  rls_daemon d(quota_limits, "backend: " + redis.url() + "\nbackend_timeout_ms: 2000");
   expect_quota_mode_decided_first(d);
 }
 
