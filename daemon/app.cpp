@@ -237,6 +237,9 @@ int run(app_options opts) {
             notify_service_manager("RELOADING=1");
             const bool ok = svc->reload(
                 opts.config_path, [&overrides = opts.overrides](config& c) { overrides.apply(c); });
+            // New TLS credentials of the gRPC listener, for its next connections.
+            if (ok && rls && svc->current()->cfg.envoy_rls.enabled())
+              rls->reload_tls(svc->current()->cfg.envoy_rls.tls);
             notify_service_manager(ok ? "READY=1\nSTATUS=serving; config reloaded"
                                       : "READY=1\nSTATUS=serving; reload rejected (see the log)");
           }

@@ -75,15 +75,34 @@ struct envoy_rls_config {
     std::string remaining = "RateLimit-Remaining";  ///< LIMIT_REMAINING_HEADER
     std::string reset = "RateLimit-Reset";          ///< LIMIT_RESET_HEADER
   } response_headers;
+  /// As the reference's LIMIT_REQUEST_HEADERS_ENABLED: the same three values (of the same
+  /// status) in request_headers_to_add, which Envoy adds to the request it forwards upstream;
+  /// names as LIMIT_REQUEST_{LIMIT,REMAINING,RESET}_HEADER. Applies on reload.
+  response_headers_config request_headers;
+  /// As the reference's LIMIT_PER_UNIT_HEADERS_ENABLED: per unit of the statuses with a
+  /// limit, `RateLimit-Limit-<Unit>s` and `RateLimit-Remaining-<Unit>s` of the one with the
+  /// least room, in response_headers_to_add (before the three above). Applies on reload.
+  bool per_unit_headers = false;
+  /// As the reference's QUOTA_MODE: every descriptor is in quota mode (as if each limit had
+  /// `quota_mode: true`). Applies on reload.
+  bool quota_mode = false;
   /// TLS on the gRPC listener (`tls:`): off while `cert_file` is empty. The paths are as the
-  /// config wrote them; the PEM contents are read at load. The listener is built once at
-  /// start, so a reload reads the files again (an unreadable one refuses it) but serves on
-  /// with the ones it started with.
+  /// config wrote them; the PEM contents are read at load. A reload (and a change of the
+  /// files on disk, which the listener watches) puts new credentials in force for the next
+  /// connections; turning TLS on or off takes a restart.
   struct tls_config {
     std::string cert_file;
     std::string key_file;
     /// Set: clients must present a certificate this CA signed (mutual TLS).
     std::string client_ca_file;
+    /// The three paths resolved beside the config file (what is read and watched).
+    std::string cert_path;
+    std::string key_path;
+    std::string client_ca_path;
+    /// As the reference's GRPC_CLIENT_TLS_SAN: a subject alternative name the verified
+    /// client certificate must carry (a DNS name, an IP address, or a URI such as
+    /// `spiffe://...`); empty: any certificate the CA signed. Needs client_ca_file.
+    std::string client_san;
     std::string cert_pem;
     std::string key_pem;  ///< never logged
     std::string client_ca_pem;

@@ -373,9 +373,10 @@ std::string header_name(const reader& r, const YAML::Node& n, const std::string&
 
 // `response_headers: true`, or a mapping of the names (which turns them on), as the
 // reference's LIMIT_RESPONSE_HEADERS_ENABLED and LIMIT_{LIMIT,REMAINING,RESET}_HEADER.
-void parse_rls_headers(const reader& r, const YAML::Node& n,
+// `request_headers` is the same for the request Envoy forwards upstream (the reference's
+// LIMIT_REQUEST_HEADERS_ENABLED and LIMIT_REQUEST_{LIMIT,REMAINING,RESET}_HEADER).
+void parse_rls_headers(const reader& r, const YAML::Node& n, const std::string& field,
                        envoy_rls_config::response_headers_config& out) {
-  const std::string field = "envoy_rls.response_headers";
   if (n.IsScalar()) {
     out.enabled = r.boolean(n, field);
     return;
@@ -398,25 +399,35 @@ void parse_rls_headers(const reader& r, const YAML::Node& n,
 void parse_rls_tls(const reader& r, const YAML::Node& n, envoy_rls_config::tls_config& out) {
   const std::string field = "envoy_rls.tls";
   r.expect_map(n, field);
-  r.only_keys(n, field, {"cert_file", "key_file", "client_ca_file"});
+  r.only_keys(n, field, {"cert_file", "key_file", "client_ca_file", "client_san"});
   auto cert = n["cert_file"];
   if (!cert) r.fail(n, field + ".cert_file", "is required (the server's certificate chain, PEM)");
   auto key = n["key_file"];
   if (!key) r.fail(n, field + ".key_file", "is required (the private key of cert_file, PEM)");
   auto read = [&](const YAML::Node& v, const std::string& name, pem_kind kind, std::string& path,
-                  std::string& pem) {
+                  std::string& resolved, std::string& pem) {
     path = r.string(v, field + "." + name);
+    resolved = resolve_beside(r.source(), path);
     std::string why;
-    auto text = read_pem_file(resolve_beside(r.source(), path), kind, why);
+    auto text = read_pem_file(resolved, kind, why);
     if (!text) r.fail(v, field + "." + name, why);
     pem = std::move(*text);
   };
-  read(cert, "cert_file", pem_kind::certificates, out.cert_file, out.cert_pem);
-  read(key, "key_file", pem_kind::private_key, out.key_file, out.key_pem);
+  read(cert, "cert_file", pem_kind::certificates, out.cert_file, out.cert_path, out.cert_pem);
+  read(key, "key_file", pem_kind::private_key, out.key_file, out.key_path, out.key_pem);
   if (!pem_key_matches(out.cert_pem, out.key_pem))
     r.fail(key, field + ".key_file", "is not the private key of cert_file's certificate");
-  if (auto ca = n["client_ca_file"])
-    read(ca, "client_ca_file", pem_kind::certificates, out.client_ca_file, out.client_ca_pem);
+  if (auto ca = n["client_ca_file"]) {
+    read(ca, "client_ca_file", pem_kind::certificates, out.client_ca_file, out.client_ca_path,
+         out.client_ca_pem);
+  }
+  if (auto san = n["client_san"]) {
+    out.client_san = r.string(san, field + ".client_san");
+    // Only a verified client certificate has names to check.
+    if (out.client_ca_file.empty())
+      r.fail(san, field + ".client_san", "needs client_ca_file (mutual TLS)");
+    if (out.client_san.empty()) r.fail(san, field + ".client_san", "must not be empty");
+  }
 }
 
 // The gRPC listener's bounds (keys of `envoy_rls:` itself, beside `listen`).
@@ -457,6 +468,9 @@ void parse_envoy_rls(const reader& r, const YAML::Node& n, envoy_rls_config& out
                "merge_domains",
                "shadow_mode",
                "response_headers",
+               "request_headers",
+               "per_unit_headers",
+               "quota_mode",
                "tls",
                "max_descriptors",
                "max_descriptor_entries",
@@ -506,7 +520,13 @@ void parse_envoy_rls(const reader& r, const YAML::Node& n, envoy_rls_config& out
   if (auto m = n["max_metric_series"]) {
     out.max_metric_series = r.integer<std::size_t>(m, "envoy_rls.max_metric_series", 1, 10'000'000);
   }
-  if (auto m = n["response_headers"]) parse_rls_headers(r, m, out.response_headers);
+  if (auto m = n["response_headers"])
+    parse_rls_headers(r, m, "envoy_rls.response_headers", out.response_headers);
+  if (auto m = n["request_headers"])
+    parse_rls_headers(r, m, "envoy_rls.request_headers", out.request_headers);
+  if (auto m = n["per_unit_headers"])
+    out.per_unit_headers = r.boolean(m, "envoy_rls.per_unit_headers");
+  if (auto m = n["quota_mode"]) out.quota_mode = r.boolean(m, "envoy_rls.quota_mode");
   if (auto m = n["tls"]) parse_rls_tls(r, m, out.tls);
   parse_rls_transport(r, n, out.transport);
   std::vector<std::string> paths;

@@ -64,8 +64,11 @@ struct rls_answer {
   kind what = kind::decided;
   rls_code overall = rls_code::ok;
   std::vector<rls_status> statuses;  ///< one per request descriptor, in request order
-  /// response_headers_to_add (`envoy_rls.response_headers`): name and value, in order.
+  /// response_headers_to_add (`envoy_rls.per_unit_headers`, then `response_headers`): name
+  /// and value, in order.
   std::vector<std::pair<std::string, std::string>> response_headers;
+  /// request_headers_to_add (`envoy_rls.request_headers`), for the request Envoy forwards.
+  std::vector<std::pair<std::string, std::string>> request_headers;
   std::string why;
 };
 
@@ -94,11 +97,20 @@ class rls_decider {
   /// over the limit without asking the backend (the request is then denied as a whole, and
   /// the other limits are only looked at). With `envoy_rls.shadow_mode` all of this is
   /// unchanged and only the overall code is OK.
+  ///
+  /// Quota-mode limits (a limit's `quota_mode`, or `envoy_rls.quota_mode`), as the
+  /// reference: each is decided (and spends) on its own, its status says OVER_LIMIT when
+  /// over, and they are grouped (by the descriptor's `backend_name` and
+  /// `model_name_override` values when it has either, else by all its entries); a group is
+  /// over when any of its limits is, and the request is over when every group is. They are
+  /// decided before the other limits, so that a request they deny spends nothing there.
   void decide(std::shared_ptr<const runtime> rt, rls_request req, boost::asio::any_io_executor ex,
               handler done);
 
  private:
   struct job;
+  // Starts the backend calls of `j`'s current phase; the last one back finishes it.
+  void launch(const std::shared_ptr<job>& j);
   metrics& metrics_;
 };
 

@@ -39,6 +39,13 @@ class rls_server {
   std::uint16_t start(const std::string& host, std::uint16_t port,
                       const envoy_rls_config::tls_config& tls = {});
 
+  /// Puts the TLS credentials of a reloaded config in force for the next connections (the
+  /// open ones keep theirs): its certificate, key, client CA and client_san. The files are
+  /// also watched (every 2 s) and used again when they change. False, with the old
+  /// credentials kept and the reason logged, when they cannot be used or when the reload
+  /// would turn TLS on or off (a restart does that). From the thread that runs `ioc`.
+  bool reload_tls(const envoy_rls_config::tls_config& tls);
+
   /// Stops accepting, sends every connection a GOAWAY (the calls open finish, then it
   /// closes) and answers health checks NOT_SERVING; calls `done` on `ioc` once no
   /// connection is left, or after `deadline`, having closed the rest. Call once.

@@ -10,6 +10,7 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include <sys/stat.h>
 
@@ -91,6 +92,39 @@ bool pem_key_matches(const std::string& cert_pem, const std::string& key_pem) {
   auto cert = first_certificate(cert_pem);
   auto key = private_key(key_pem);
   const bool ok = cert && key && X509_check_private_key(cert.get(), key.get()) == 1;
+  ERR_clear_error();
+  return ok;
+}
+
+bool certificate_has_san(X509* cert, std::string_view san) {
+  if (!cert || san.empty()) return false;
+  if (san.find("://") != std::string_view::npos) {
+    auto* names =
+        static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
+    bool found = false;
+    for (int i = 0; names && i < sk_GENERAL_NAME_num(names) && !found; ++i) {
+      const GENERAL_NAME* g = sk_GENERAL_NAME_value(names, i);
+      if (g->type != GEN_URI) continue;
+      const auto* uri = g->d.uniformResourceIdentifier;
+      found = std::string_view(reinterpret_cast<const char*>(ASN1_STRING_get0_data(uri)),
+                               static_cast<std::size_t>(ASN1_STRING_length(uri))) == san;
+    }
+    GENERAL_NAMES_free(names);
+    return found;
+  }
+  const std::string name(san);
+  // -2: not an IP address at all, so a DNS name.
+  const int ip = X509_check_ip_asc(cert, name.c_str(), 0);
+  bool ok = ip >= 0 ? ip == 1
+                    : X509_check_host(cert, name.data(), name.size(),
+                                      X509_CHECK_FLAG_NEVER_CHECK_SUBJECT, nullptr) == 1;
+  ERR_clear_error();
+  return ok;
+}
+
+bool pem_certificate_has_san(const std::string& cert_pem, std::string_view san) {
+  auto cert = first_certificate(cert_pem);
+  const bool ok = cert && certificate_has_san(cert.get(), san);
   ERR_clear_error();
   return ok;
 }

@@ -4,6 +4,9 @@
 // refused reload) rather than a listener that fails to start with gRPC's own words.
 #include <optional>
 #include <string>
+#include <string_view>
+
+struct x509_st;
 
 namespace sluice::daemon {
 
@@ -18,5 +21,15 @@ std::optional<std::string> read_pem_file(const std::string& path, pem_kind kind,
 
 /// Whether `key_pem` is the private key of the first certificate in `cert_pem`.
 bool pem_key_matches(const std::string& cert_pem, const std::string& key_pem);
+
+/// Whether `cert` carries `san` among its subject alternative names, as the reference's
+/// GRPC_CLIENT_TLS_SAN checks a client certificate: a URI (`spiffe://...`, anything with
+/// "://") equal to one of its URI names; an IP address equal to one of its IP names; else a
+/// DNS name matching one of its DNS names (a `*.` wildcard in the certificate covers one
+/// label). The subject's common name is never used, as the reference's Go does not.
+bool certificate_has_san(x509_st* cert, std::string_view san);
+
+/// certificate_has_san for the first certificate in `cert_pem` (false when there is none).
+bool pem_certificate_has_san(const std::string& cert_pem, std::string_view san);
 
 }  // namespace sluice::daemon

@@ -208,13 +208,6 @@ bool service::reload(const std::string& path, const std::function<void(config&)>
           "reload: envoy_rls's connection limits (max_connections, streams, sizes, timeouts) "
           "change only on restart");
     }
-    const auto& tls = c.envoy_rls.tls;
-    const auto& was = prev->cfg.envoy_rls.tls;
-    if (tls.cert_pem != was.cert_pem || tls.key_pem != was.key_pem ||
-        tls.client_ca_pem != was.client_ca_pem) {
-      // The credentials are the listener's own, made once: new files need a restart.
-      spdlog::warn("reload: envoy_rls.tls (its files or their contents) changes only on restart");
-    }
     set_daemon_log_level(spdlog::level::from_str(c.log_level));
     apply(std::move(c));
     metrics_.reload(true);

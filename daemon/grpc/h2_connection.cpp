@@ -36,6 +36,8 @@ class h2_connection final : public call_sink,
 
   ~h2_connection() override { ctx_->connection_ended(); }
 
+  void hold(std::shared_ptr<void> tls) { tls_ = std::move(tls); }
+
   worker_executor executor() { return socket().get_executor(); }
 
   void start() {
@@ -213,6 +215,9 @@ class h2_connection final : public call_sink,
   }
 
   std::shared_ptr<connection_context> ctx_;
+  // The TLS context the stream was made with (and what it needs, such as the client name
+  // its verification checks): a reload may replace the listener's while this one lives.
+  std::shared_ptr<void> tls_;
   Stream stream_;
   asio::steady_timer timer_;
   h2_session session_;
@@ -234,8 +239,10 @@ std::shared_ptr<connection_handle> start_connection(worker_socket socket,
                                                     std::shared_ptr<asio::ssl::context> tls,
                                                     std::shared_ptr<connection_context> ctx) {
   if (tls) {
-    // The context is shared by every connection and outlives them: the listener holds it.
+    // The context is shared by the connections made while it is the listener's, and each
+    // holds it: a reload may put another in force.
     auto c = std::make_shared<h2_connection<tls_stream>>(std::move(ctx), std::move(socket), *tls);
+    c->hold(std::move(tls));
     asio::dispatch(c->executor(), [c] { c->start(); });
     return c;
   }

@@ -4,7 +4,9 @@
 // memory and on a real Redis, all-or-nothing across descriptors, hits_addend and request
 // overrides, wildcards, shadow mode, a dead Redis answered UNAVAILABLE within the timeout,
 // SIGHUP reloads of the limits files, the health service, POST /json, and the envoy_rls
-// options: shadow_mode, response_headers and TLS (mutual TLS) on the gRPC listener.
+// options: shadow_mode, response_headers, request_headers, per_unit_headers, quota mode and
+// TLS (mutual TLS, client_san, certificates re-read on SIGHUP and when the files change) on
+// the gRPC listener.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -91,17 +93,9 @@ class rls_daemon {
   // `rls_yaml`: more keys of the envoy_rls section, each line indented by two spaces.
   explicit rls_daemon(const std::string& limits, const std::string& extra_yaml = "",
                       const std::string& mode = "unavailable", const std::string& rls_yaml = "")
-      : dir_(make_temp_dir("sluice-rls-limits")) {
+      : dir_(make_temp_dir("sluice-rls-limits")), extra_yaml_(extra_yaml), mode_(mode) {
     write_limits(limits);
-    const std::string yaml = extra_yaml + R"(
-policies:
-  api: {capacity: 5, refill_per_second: 1}
-envoy_rls:
-  listen: 127.0.0.1:0
-  config: [)" + dir_ + R"(/limits.yaml]
-  on_backend_failure: )" + mode +
-                             "\n" + rls_yaml;
-    daemon_ = std::make_unique<sluiced_process>(yaml);
+    daemon_ = std::make_unique<sluiced_process>(yaml(rls_yaml));
     const auto log = daemon_->process().stderr_text();
     const std::string marker = "ShouldRateLimit (gRPC) listening on 127.0.0.1:";
     const auto at = log.find(marker);
@@ -122,6 +116,9 @@ envoy_rls:
     }
     std::filesystem::rename(tmp, dir_ + "/limits.yaml");
   }
+
+  // The config with other keys of the envoy_rls section (then SIGHUP: sluiced().reload()).
+  void rewrite(const std::string& rls_yaml) { daemon_->write_config(yaml(rls_yaml)); }
 
   sluiced_process& sluiced() { return *daemon_; }
   std::string target() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
@@ -153,7 +150,21 @@ envoy_rls:
   json call_one(const std::string& req) { return call({req}).at(0); }
 
  private:
+  std::string yaml(const std::string& rls_yaml) const {
+    return extra_yaml_ + R"(
+policies:
+  api: {capacity: 5, refill_per_second: 1}
+envoy_rls:
+  listen: 127.0.0.1:0
+  config: [)" +
+           dir_ + R"(/limits.yaml]
+  on_backend_failure: )" +
+           mode_ + "\n" + rls_yaml;
+  }
+
   std::string dir_;
+  std::string extra_yaml_;
+  std::string mode_;
   std::unique_ptr<sluiced_process> daemon_;
   std::uint16_t grpc_port_ = 0;
 };
@@ -219,6 +230,60 @@ TEST(EnvoyRlsTest, MultiDescriptorRequestIsAllOrNothingOnRedis) {
   redis_server redis;
   rls_daemon d(edge_limits, "backend: " + redis.url());
   expect_all_or_nothing(d);
+}
+
+// Quota mode beside an ordinary limit: q1 (1 per minute, quota mode) is decided first; when
+// its group (the only one) is over, the request is denied and tenant spends nothing.
+void expect_quota_mode_decided_first(rls_daemon& d) {
+  const auto mixed = request({entry("tenant", "qm"), entry("q1", "qm")});
+  auto r = d.call({mixed, mixed, request({entry("tenant", "qm")})});
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].at("response").at("overall_code"), "OK") << r.dump();
+  EXPECT_EQ(remaining(r[0].at("response").at("statuses").at(0)), 4u) << r.dump();
+  const auto& denied = r[1].at("response");
+  EXPECT_EQ(denied.at("overall_code"), "OVER_LIMIT") << r.dump();
+  EXPECT_EQ(denied.at("statuses").at(0).at("code"), "OK");
+  EXPECT_EQ(denied.at("statuses").at(1).at("code"), "OVER_LIMIT");
+  // tenant: 5 - 1 - (nothing for the denied one) - 1 now = 3.
+  EXPECT_EQ(remaining(r[2].at("response").at("statuses").at(0)), 3u) << r.dump();
+  // With a second quota group that has room (q2), the request goes through and q1 says
+  // it is over.
+  auto soft = d.call_one(request({entry("q1", "qm"), entry("q2", "qm"), entry("tenant", "qm")}));
+  EXPECT_EQ(soft.at("response").at("overall_code"), "OK") << soft.dump();
+  EXPECT_EQ(soft.at("response").at("statuses").at(0).at("code"), "OVER_LIMIT");
+  EXPECT_EQ(remaining(soft.at("response").at("statuses").at(2)), 2u) << soft.dump();
+  // Both phases under 50 concurrent clients: the ordinary limit of 37 admits exactly 37.
+  auto out = d.client({"concurrent", "--clients", "50", "--calls", "4",
+                       request({entry("remote_address", "10.9.9.9"), entry("q3", "c")})});
+  EXPECT_EQ(out.at("OK"), 37) << out.dump();
+  EXPECT_EQ(out.at("OVER_LIMIT"), 200 - 37) << out.dump();
+  EXPECT_TRUE(out.at("errors").empty()) << out.dump();
+}
+
+const std::string quota_limits = std::string(edge_limits) + R"(  - key: q1
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: q2
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: q3
+    quota_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1000}
+)";
+
+TEST(EnvoyRlsTest, QuotaModeIsDecidedFirstAndADeniedRequestSpendsNothingOnMemory) {
+  REQUIRE_CLIENT();
+  rls_daemon d(quota_limits, "backend: memory");
+  expect_quota_mode_decided_first(d);
+}
+
+TEST(EnvoyRlsTest, QuotaModeIsDecidedFirstAndADeniedRequestSpendsNothingOnRedis) {
+  REQUIRE_CLIENT();
+  redis_server redis;
+  // Two backend round trips per call, 50 clients on a shared 2-core machine: a timeout
+  // well above the default 50 ms, so that a slow moment is not an UNAVAILABLE here.
+  rls_daemon d(quota_limits, "backend: " + redis.url() + "\nbackend_timeout_ms: 2000");
+  expect_quota_mode_decided_first(d);
 }
 
 // On Redis Cluster every bucket of a domain carries the domain as its hash tag, so all of a
@@ -301,10 +366,12 @@ TEST(EnvoyRlsTest, ShadowModeDecidesCountsAndNeverDenies) {
   EXPECT_EQ(mixed.at("response").at("overall_code"), "OK");
   const auto text = http_request(d.sluiced().port(), "GET", "/metrics").body;
   EXPECT_TRUE(has_line(
-      text, R"(ratelimit_service_rate_limit_shadow_mode_total{descriptor="edge.watch",domain="edge"} 3)"))
+      text,
+      R"(ratelimit_service_rate_limit_shadow_mode_total{descriptor="edge.watch",domain="edge"} 3)"))
       << text;
   EXPECT_TRUE(has_line(
-      text, R"(ratelimit_service_rate_limit_total_hits_total{descriptor="edge.watch",domain="edge"} 4)"));
+      text,
+      R"(ratelimit_service_rate_limit_total_hits_total{descriptor="edge.watch",domain="edge"} 4)"));
   EXPECT_TRUE(has_line(
       text,
       R"(ratelimit_service_rate_limit_within_limit_total{descriptor="edge.watch",domain="edge"} 1)"));
@@ -331,8 +398,9 @@ TEST(EnvoyRlsTest, RedisDownAnswersUnavailableWithinTheTimeout) {
     EXPECT_EQ(o.at("response").at("overall_code"), "OK");
   }
   const auto text = http_request(d.sluiced().port(), "GET", "/metrics").body;
-  EXPECT_NE(text.find(R"(ratelimit_service_call_should_rate_limit_redis_error_total{domain="edge"} 5)"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find(R"(ratelimit_service_call_should_rate_limit_redis_error_total{domain="edge"} 5)"),
+      std::string::npos)
       << text;
   redis.start();
   // Recovered without a restart of sluiced.
@@ -540,6 +608,157 @@ TEST(EnvoyRlsTest, TlsListenerServesTlsClientsAndMutualTlsRequiresACertificate) 
                    .at(0);
   EXPECT_EQ(known.at("code"), "OK") << known.dump();
   EXPECT_EQ(remaining(known.at("response").at("statuses").at(0)), 4u) << known.dump();
+}
+
+// Polls `ok` until it holds or `within` passes; whether it held.
+template <class F>
+bool eventually(F ok, std::chrono::seconds within = std::chrono::seconds{20}) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (ok()) return true;
+    std::this_thread::sleep_for(milliseconds{100});
+  }
+  return ok();
+}
+
+// The upstream headers (request_headers_to_add), the per-unit response headers and quota
+// mode as python3-grpcio decodes sluiced's answer.
+TEST(EnvoyRlsTest, RequestHeadersPerUnitHeadersAndQuotaModeOverGrpc) {
+  REQUIRE_CLIENT();
+  const std::string limits = std::string(edge_limits) + R"(  - key: q1
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: q2
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+)";
+  rls_daemon d(limits, "backend: memory", "unavailable",
+               "  request_headers: {limit: X-Up-Limit, remaining: X-Up-Left, reset: X-Up-Reset}\n"
+               "  per_unit_headers: true\n");
+  auto list = [](const json& call, const char* field) {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& h : call.at("response").value(field, json::array()))
+      out.emplace_back(h.at("key"), h.value("value", ""));
+    return out;
+  };
+  auto r = d.call_one(request({entry("tenant", "g"), entry("plan", "free"), entry("q1", "x")}));
+  ASSERT_EQ(r.at("code"), "OK") << r.dump();
+  // The status with the least room: q1 (0 of 1 left, per minute).
+  const auto up = list(r, "request_headers_to_add");
+  ASSERT_EQ(up.size(), 3u) << r.dump();
+  EXPECT_EQ(up[0], (std::pair<std::string, std::string>{"X-Up-Limit", "1"}));
+  EXPECT_EQ(up[1], (std::pair<std::string, std::string>{"X-Up-Left", "0"}));
+  EXPECT_EQ(up[2].first, "X-Up-Reset");
+  const auto down = list(r, "response_headers_to_add");
+  const std::vector<std::pair<std::string, std::string>> per_unit{
+      {"RateLimit-Limit-Hours", "2"},  // plan: 1 of 2 left, tenant 4 of 5
+      {"RateLimit-Remaining-Hours", "1"},
+      {"RateLimit-Limit-Minutes", "1"},
+      {"RateLimit-Remaining-Minutes", "0"}};
+  EXPECT_EQ(down, per_unit) << r.dump();
+
+  // q1=x is over, q2=x is not: one quota group of two over, so OK, q1's status OVER_LIMIT.
+  auto soft = d.call_one(request({entry("q1", "x"), entry("q2", "x")}));
+  EXPECT_EQ(soft.at("response").at("overall_code"), "OK") << soft.dump();
+  EXPECT_EQ(soft.at("response").at("statuses").at(0).at("code"), "OVER_LIMIT");
+  auto hard = d.call_one(request({entry("q1", "x"), entry("q2", "x")}));
+  EXPECT_EQ(hard.at("response").at("overall_code"), "OVER_LIMIT") << hard.dump();
+}
+
+// The certificate in force changes with SIGHUP (new files named in the config) at once, and
+// with the files rewritten in place within the watcher's 2 s; a broken file keeps the old
+// one and says so in the log.
+TEST(EnvoyRlsTest, TlsCertificatesAreReloadedOnSighupAndWhenTheFilesChange) {
+  REQUIRE_CLIENT();
+  test_pki pki;
+  namespace fs = std::filesystem;
+  const auto other = pki.make_cert("other", "/CN=localhost",
+                                   "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
+                                   "extendedKeyUsage=serverAuth\n",
+                                   "other-ca");
+  const auto dir = make_temp_dir("sluice-rls-certs");
+  auto install = [&](const std::string& from, const std::string& to) {
+    for (const char* ext : {".key", ".crt"}) {
+      fs::copy_file(from + ext, dir + "/" + to + ext + ".tmp",
+                    fs::copy_options::overwrite_existing);
+      fs::rename(dir + "/" + to + ext + ".tmp", dir + "/" + to + ext);
+    }
+  };
+  install(pki.dir() + "/server", "a");
+  install(other, "b");
+  auto tls = [&](const std::string& name) {
+    return "  tls:\n    cert_file: " + dir + "/" + name + ".crt\n    key_file: " + dir + "/" +
+           name + ".key\n";
+  };
+  rls_daemon d(edge_limits, "backend: memory", "unavailable", tls("a"));
+  const std::vector<std::string> call{"call", request({entry("tenant", "rotate")})};
+  auto answered_trusting = [&](const std::string& ca) {
+    return d.client(call, 2000, {"--ca", ca}).at(0).at("code") == "OK";
+  };
+  EXPECT_TRUE(answered_trusting(pki.ca()));
+  EXPECT_FALSE(answered_trusting(pki.other_ca()));
+
+  // SIGHUP with the config naming b: in force as soon as the reload is.
+  d.rewrite(tls("b"));
+  ASSERT_TRUE(d.sluiced().reload());
+  EXPECT_TRUE(answered_trusting(pki.other_ca()));
+  EXPECT_FALSE(answered_trusting(pki.ca()));
+  EXPECT_NE(d.sluiced().process().stderr_text().find("reload: envoy_rls.tls in force"),
+            std::string::npos);
+
+  // b's files rewritten in place with the first certificate: picked up without a signal.
+  install(pki.dir() + "/server", "b");
+  EXPECT_TRUE(eventually([&] { return answered_trusting(pki.ca()); }));
+  EXPECT_FALSE(answered_trusting(pki.other_ca()));
+  EXPECT_NE(d.sluiced().process().stderr_text().find("envoy_rls.tls: files changed"),
+            std::string::npos);
+
+  // A broken certificate file: logged, and the one in force keeps serving.
+  {
+    std::ofstream(dir + "/b.crt.tmp") << "not a certificate\n";
+    fs::rename(dir + "/b.crt.tmp", dir + "/b.crt");
+  }
+  EXPECT_TRUE(eventually([&] {
+    return d.sluiced().process().stderr_text().find("holds no PEM certificate") !=
+           std::string::npos;
+  })) << d.sluiced().process().stderr_text();
+  EXPECT_TRUE(answered_trusting(pki.ca()));
+  std::error_code ignored;
+  fs::remove_all(dir, ignored);
+}
+
+// As the reference's GRPC_CLIENT_TLS_SAN: with client_san the verified client certificate
+// must carry that name (a URI such as a SPIFFE ID, or a DNS name), else no call is served.
+TEST(EnvoyRlsTest, ClientSanRefusesCertificatesWithoutTheName) {
+  REQUIRE_CLIENT();
+  test_pki pki;
+  const auto spiffe = pki.make_cert("envoy", "/CN=envoy",
+                                    "subjectAltName=URI:spiffe://sluice.test/envoy\n"
+                                    "extendedKeyUsage=clientAuth\n");
+  const auto dns = pki.make_cert("envoy-dns", "/CN=envoy",
+                                 "subjectAltName=DNS:envoy.sluice.test\n"
+                                 "extendedKeyUsage=clientAuth\n");
+  const auto mtls = "  tls:\n    cert_file: " + pki.server_cert() +
+                    "\n    key_file: " + pki.server_key() + "\n    client_ca_file: " + pki.ca() +
+                    "\n";
+  const std::vector<std::string> call{"call", request({entry("tenant", "san")})};
+  auto code_with = [&](rls_daemon& d, const std::string& cert, const std::string& key) {
+    return d.client(call, 2000, {"--ca", pki.ca(), "--cert", cert, "--key", key})
+        .at(0)
+        .at("code")
+        .get<std::string>();
+  };
+  rls_daemon uri(edge_limits, "backend: memory", "unavailable",
+                 mtls + "    client_san: spiffe://sluice.test/envoy\n");
+  EXPECT_EQ(code_with(uri, spiffe + ".crt", spiffe + ".key"), "OK");
+  // Signed by the CA, but without the name: refused.
+  EXPECT_EQ(code_with(uri, pki.client_cert(), pki.client_key()), "UNAVAILABLE");
+  EXPECT_EQ(code_with(uri, dns + ".crt", dns + ".key"), "UNAVAILABLE");
+
+  rls_daemon host(edge_limits, "backend: memory", "unavailable",
+                  mtls + "    client_san: envoy.sluice.test\n");
+  EXPECT_EQ(code_with(host, dns + ".crt", dns + ".key"), "OK");
+  EXPECT_EQ(code_with(host, spiffe + ".crt", spiffe + ".key"), "UNAVAILABLE");
 }
 
 TEST(EnvoyRlsTest, CheckConfigLoadsTheLimitsFiles) {

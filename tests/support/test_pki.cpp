@@ -60,16 +60,22 @@ void test_pki::make_ca(const std::string& name, const std::string& subject) cons
       ".crt -days 2 -subj '" + subject + "'");
 }
 
+std::string test_pki::make_cert(const std::string& name, const std::string& subject,
+                                const std::string& extensions, const std::string& issuer) const {
+  make_leaf(name, subject, extensions, issuer);
+  return dir_ + "/" + name;
+}
+
 void test_pki::make_leaf(const std::string& name, const std::string& subject,
-                         const std::string& extensions) const {
+                         const std::string& extensions, const std::string& issuer) const {
   {
     std::ofstream ext(dir_ + "/" + name + ".ext");
     ext << extensions;
   }
   run("openssl req " + std::string(new_key) + " -keyout " + name + ".key -out " + name +
       ".csr -subj '" + subject + "'");
-  run("openssl x509 -req -in " + name + ".csr -CA ca.crt -CAkey ca.key -CAcreateserial -out " +
-      name + ".crt -days 2 -extfile " + name + ".ext");
+  run("openssl x509 -req -in " + name + ".csr -CA " + issuer + ".crt -CAkey " + issuer +
+      ".key -CAcreateserial -out " + name + ".crt -days 2 -extfile " + name + ".ext");
 }
 
 }  // namespace sluice::test

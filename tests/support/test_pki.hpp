@@ -32,11 +32,17 @@ class test_pki {
   std::string client_cert() const { return dir_ + "/client.crt"; }
   std::string client_key() const { return dir_ + "/client.key"; }
 
+  /// One more leaf in dir(): `name`.crt and `name`.key, with `extensions` (openssl's
+  /// extension file lines, e.g. "subjectAltName=URI:spiffe://x/y\n"), signed by `issuer`
+  /// ("ca" or "other-ca"). Returns dir() + "/" + name.
+  std::string make_cert(const std::string& name, const std::string& subject,
+                        const std::string& extensions, const std::string& issuer = "ca") const;
+
  private:
   void run(const std::string& command) const;
   void make_ca(const std::string& name, const std::string& subject) const;
-  void make_leaf(const std::string& name, const std::string& subject,
-                 const std::string& extensions) const;
+  void make_leaf(const std::string& name, const std::string& subject, const std::string& extensions,
+                 const std::string& issuer = "ca") const;
   std::string dir_;
 };
 

@@ -1,8 +1,10 @@
 // The options of sluiced's Envoy RLS beyond the limits: `shadow_mode` (the reference's
-// SHADOW_MODE), `response_headers` (LIMIT_RESPONSE_HEADERS_ENABLED and the header names) and
-// `tls` (its files read and checked at load, every error with file, line and field). The
-// answers through POST /json on the memory backend; the TLS handshake itself is in the
-// integration tests (envoy_rls_test.cpp).
+// SHADOW_MODE), `response_headers` (LIMIT_RESPONSE_HEADERS_ENABLED and the header names),
+// `request_headers` (LIMIT_REQUEST_HEADERS_ENABLED), `per_unit_headers`
+// (LIMIT_PER_UNIT_HEADERS_ENABLED), quota mode (a limit's `quota_mode`, and QUOTA_MODE) and
+// `tls` (its files read and checked at load, every error with file, line and field; the
+// client names `client_san` checks). The answers through POST /json on the memory backend;
+// the TLS handshake itself is in the integration tests (envoy_rls_test.cpp).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -16,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config.hpp"
+#include "pem_file.hpp"
 #include "service.hpp"
 #include "support/process_child.hpp"
 #include "support/service_call.hpp"
@@ -46,6 +49,10 @@ descriptors:
     std::filesystem::remove_all(dir_, ignored);
   }
   const std::string& path() const { return dir_; }
+  // Replaces the limits file.
+  void limits(const std::string& yaml) const {
+    std::ofstream(dir_ + "/limits.yaml", std::ios::trunc) << yaml;
+  }
   // The config file's name: relative paths in it are beside it.
   std::string source() const { return dir_ + "/sluiced.yaml"; }
 
@@ -248,11 +255,12 @@ TEST(DaemonEnvoyRlsOptionsTest, ShadowModeAnswersOkWhereOverAndCountsAsEver) {
   EXPECT_EQ(j.at("statuses").at(0).at("limitRemaining"), 3);
 
   const auto text = test::call_service(svc, ioc, "GET", "/metrics", "10.0.0.1", {}, "").body();
-  for (const char* line :
-       {"ratelimit_service_global_shadow_mode_total 1",
-        R"(ratelimit_service_rate_limit_over_limit_total{descriptor="edge.plan_free",domain="edge"} 1)",
-        R"(ratelimit_service_rate_limit_shadow_mode_total{descriptor="edge.plan_free",domain="edge"} 1)",
-        R"(sluice_rls_calls_total{code="ok",transport="json"} 3)"}) {
+  for (
+      const char* line :
+      {"ratelimit_service_global_shadow_mode_total 1",
+       R"(ratelimit_service_rate_limit_over_limit_total{descriptor="edge.plan_free",domain="edge"} 1)",
+       R"(ratelimit_service_rate_limit_shadow_mode_total{descriptor="edge.plan_free",domain="edge"} 1)",
+       R"(sluice_rls_calls_total{code="ok",transport="json"} 3)"}) {
     EXPECT_NE(text.find(std::string(line) + "\n"), std::string::npos) << line << "\n" << text;
   }
 }
@@ -339,6 +347,323 @@ TEST(DaemonEnvoyRlsOptionsTest, MaxMetricSeriesBoundsDescriptorSeriesFromRequest
   EXPECT_EQ(text.find("edge.tenant_v1\""), std::string::npos) << text;
   EXPECT_EQ(text.find('\0'), std::string::npos);
   EXPECT_EQ(text.find('\x1b'), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sluice::daemon
+
+namespace sluice::daemon {
+namespace {
+
+std::map<std::string, std::string> request_headers_of(const json& response) {
+  std::map<std::string, std::string> out;
+  for (const auto& h : response.value("requestHeadersToAdd", json::array()))
+    out[h.at("key")] = h.value("value", "");
+  return out;
+}
+
+std::string descriptor(const std::vector<std::pair<std::string, std::string>>& entries) {
+  std::string s = R"({"entries":[)";
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    s += (i ? "," : "") + std::string(R"({"key":")") + entries[i].first + R"(","value":")" +
+         entries[i].second + R"("})";
+  }
+  return s + "]}";
+}
+
+std::string request_of(const std::vector<std::string>& descriptors) {
+  std::string s = R"({"domain":"edge","descriptors":[)";
+  for (std::size_t i = 0; i < descriptors.size(); ++i) s += (i ? "," : "") + descriptors[i];
+  return s + "]}";
+}
+
+TEST(DaemonEnvoyRlsOptionsTest, NewOptionsParseWithTheReferencesDefaults) {
+  scratch_dir dir;
+  const auto f = dir.source();
+  const auto c = parse_config(with_keys(""), f).envoy_rls;
+  EXPECT_FALSE(c.request_headers.enabled);
+  EXPECT_EQ(c.request_headers.limit, "RateLimit-Limit");  // LIMIT_REQUEST_LIMIT_HEADER
+  EXPECT_EQ(c.request_headers.remaining, "RateLimit-Remaining");
+  EXPECT_EQ(c.request_headers.reset, "RateLimit-Reset");
+  EXPECT_FALSE(c.per_unit_headers);
+  EXPECT_FALSE(c.quota_mode);
+
+  const auto on = parse_config(with_keys("  request_headers: {remaining: X-Left}\n  "
+                                         "per_unit_headers: true\n  quota_mode: true\n"),
+                               f)
+                      .envoy_rls;
+  EXPECT_TRUE(on.request_headers.enabled);
+  EXPECT_EQ(on.request_headers.remaining, "X-Left");
+  EXPECT_EQ(on.request_headers.limit, "RateLimit-Limit");
+  EXPECT_FALSE(on.response_headers.enabled);  // the two are independent
+  EXPECT_TRUE(on.per_unit_headers);
+  EXPECT_TRUE(on.quota_mode);
+
+  EXPECT_EQ(error_of(dir, "  request_headers: [x]\n"),
+            f + ":4: envoy_rls.request_headers: must be true, false or a mapping of header names "
+                "(limit, remaining, reset)");
+  EXPECT_EQ(error_of(dir, "  request_headers: {limit: a, reset: A}\n"),
+            f + ":4: envoy_rls.request_headers: limit, remaining and reset must be three "
+                "different header names");
+  EXPECT_EQ(error_of(dir, "  request_headers: {reset: \"a b\"}\n"),
+            f + ":4: envoy_rls.request_headers.reset: \"a b\" is not an HTTP header name");
+  EXPECT_EQ(error_of(dir, "  per_unit_headers: maybe\n"),
+            f + ":4: envoy_rls.per_unit_headers: must be true or false, got \"maybe\"");
+  EXPECT_EQ(error_of(dir, "  quota_mode: 2\n"),
+            f + ":4: envoy_rls.quota_mode: must be true or false, got \"2\"");
+}
+
+TEST(DaemonEnvoyRlsOptionsTest, RequestHeadersDescribeTheSameStatusForTheUpstream) {
+  scratch_dir dir;
+  boost::asio::io_context ioc;
+  const auto both = request(entry("tenant", "t"), entry("plan", "free"));
+  {
+    service off(parse_config(with_keys("  response_headers: true\n"), dir.source()), {},
+                test::unit_clock());
+    auto j = json::parse(post_json(off, ioc, both).body());
+    EXPECT_FALSE(j.contains("requestHeadersToAdd")) << j.dump();
+  }
+  service svc(parse_config(with_keys("  request_headers: true\n"), dir.source()), {},
+              test::unit_clock());
+  auto first = json::parse(post_json(svc, ioc, both).body());
+  EXPECT_FALSE(first.contains("responseHeadersToAdd")) << first.dump();  // not asked for
+  auto h = request_headers_of(first);
+  ASSERT_EQ(h.size(), 3u) << first.dump();
+  // tenant has 4 of 5 left, plan 1 of 2: plan's, as for the response headers.
+  EXPECT_EQ(h["RateLimit-Limit"], "2");
+  EXPECT_EQ(h["RateLimit-Remaining"], "1");
+  EXPECT_EQ(std::stoll(h["RateLimit-Reset"]),
+            ceil_seconds(first.at("statuses").at(1).at("durationUntilReset")));
+  EXPECT_EQ(first.at("requestHeadersToAdd").at(0).at("key"), "RateLimit-Limit");
+  EXPECT_EQ(first.at("requestHeadersToAdd").at(2).at("key"), "RateLimit-Reset");
+
+  // Both on, named apart: each list with its own names, the same values.
+  service two(parse_config(with_keys("  response_headers: {limit: X-Down-Limit, remaining: "
+                                     "X-Down-Left, reset: X-Down-Reset}\n  request_headers: "
+                                     "{limit: X-Up-Limit, remaining: X-Up-Left, reset: "
+                                     "X-Up-Reset}\n"),
+                           dir.source()),
+              {}, test::unit_clock());
+  auto j = json::parse(post_json(two, ioc, request(entry("tenant", "u"))).body());
+  auto up = request_headers_of(j);
+  auto down = headers_of(j);
+  EXPECT_EQ(up["X-Up-Limit"], "5") << j.dump();
+  EXPECT_EQ(up["X-Up-Left"], "4");
+  EXPECT_EQ(down["X-Down-Limit"], "5");
+  EXPECT_EQ(down["X-Down-Left"], "4");
+  EXPECT_EQ(up["X-Up-Reset"], down["X-Down-Reset"]);
+  EXPECT_EQ(up.size(), 3u);
+  EXPECT_EQ(down.size(), 3u);
+
+  // Nothing with a limit: none, as the reference.
+  auto none = json::parse(post_json(svc, ioc, request(entry("user", "u"))).body());
+  EXPECT_FALSE(none.contains("requestHeadersToAdd")) << none.dump();
+}
+
+TEST(DaemonEnvoyRlsOptionsTest, PerUnitHeadersGiveEachUnitsLeastRoom) {
+  scratch_dir dir;
+  dir.limits(R"(domain: edge
+descriptors:
+  - key: ip
+    rate_limit: {unit: second, requests_per_unit: 10}
+  - key: org
+    rate_limit: {unit: day, requests_per_unit: 100}
+  - key: api_key
+    rate_limit: {unit: second, requests_per_unit: 5}
+  - key: project
+    rate_limit: {unit: day, requests_per_unit: 50}
+  - key: user
+    rate_limit: {unlimited: true}
+)");
+  boost::asio::io_context ioc;
+  service svc(parse_config(with_keys("  per_unit_headers: true\n"), dir.source()), {},
+              test::unit_clock());
+  auto j =
+      json::parse(post_json(svc, ioc,
+                            request_of({entry("ip", "a"), entry("org", "o"), entry("api_key", "k"),
+                                        entry("project", "p"), entry("user", "u")}))
+                      .body());
+  // Per unit, in the order the units first appear: the second limits' least room is
+  // api_key's (4 of 5), the day limits' project's (49 of 50); the unlimited one has none.
+  const auto list = j.at("responseHeadersToAdd");
+  ASSERT_EQ(list.size(), 4u) << j.dump();
+  const std::vector<std::pair<std::string, std::string>> want{{"RateLimit-Limit-Seconds", "5"},
+                                                              {"RateLimit-Remaining-Seconds", "4"},
+                                                              {"RateLimit-Limit-Days", "50"},
+                                                              {"RateLimit-Remaining-Days", "49"}};
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(list.at(i).at("key"), want[i].first) << j.dump();
+    EXPECT_EQ(list.at(i).at("value"), want[i].second) << j.dump();
+  }
+  EXPECT_FALSE(j.contains("requestHeadersToAdd"));
+
+  // With response_headers too: the per-unit ones first, then the three of the one status.
+  service both(
+      parse_config(with_keys("  per_unit_headers: true\n  response_headers: true\n"), dir.source()),
+      {}, test::unit_clock());
+  auto k =
+      json::parse(post_json(both, ioc, request_of({entry("ip", "b"), entry("org", "b")})).body());
+  const auto all = k.at("responseHeadersToAdd");
+  ASSERT_EQ(all.size(), 7u) << k.dump();
+  EXPECT_EQ(all.at(0).at("key"), "RateLimit-Limit-Seconds");
+  EXPECT_EQ(all.at(2).at("key"), "RateLimit-Limit-Days");
+  EXPECT_EQ(all.at(4).at("key"), "RateLimit-Limit");
+  EXPECT_EQ(all.at(4).at("value"), "10");  // ip: 9 of 10 left, org 99 of 100
+  EXPECT_EQ(all.at(5).at("value"), "9");
+}
+
+// The reference's quota mode: quota limits are grouped (by backend_name and
+// model_name_override when the descriptor has them, else by all its entries); the request
+// is over when a limit outside quota mode is, or when every quota group is.
+TEST(DaemonEnvoyRlsOptionsTest, QuotaModeDeniesOnlyWhenEveryQuotaGroupIsOver) {
+  scratch_dir dir;
+  dir.limits(R"(domain: edge
+descriptors:
+  - key: q1
+    quota_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: q2
+    quota_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: hard
+    rate_limit: {unit: hour, requests_per_unit: 5}
+  - key: backend_name
+    descriptors:
+      - key: model_name_override
+        descriptors:
+          - key: bucket
+            quota_mode: true
+            rate_limit: {unit: hour, requests_per_unit: 1}
+)");
+  boost::asio::io_context ioc;
+  service svc(parse_config(with_keys(""), dir.source()), {}, test::unit_clock());
+  auto call = [&](const std::vector<std::string>& ds) {
+    auto r = post_json(svc, ioc, request_of(ds));
+    auto j = json::parse(r.body());
+    j["http"] = r.result_int();
+    return j;
+  };
+  auto code = [](const json& j, std::size_t i) { return j.at("statuses").at(i).at("code"); };
+
+  auto first = call({entry("q1", "a"), entry("q2", "a")});
+  EXPECT_EQ(first.at("overallCode"), "OK") << first.dump();
+  // q1=a is spent; q2=b is fresh: one group of two over, so the request is allowed, and
+  // the over one says so in its status (q1=a is counted, as the reference counts it).
+  auto some = call({entry("q1", "a"), entry("q2", "b")});
+  EXPECT_EQ(some.at("overallCode"), "OK") << some.dump();
+  EXPECT_EQ(some.at("http"), 200);
+  EXPECT_EQ(code(some, 0), "OVER_LIMIT");
+  EXPECT_EQ(code(some, 1), "OK");
+  // Every group over: denied.
+  auto all = call({entry("q1", "a"), entry("q2", "a")});
+  EXPECT_EQ(all.at("overallCode"), "OVER_LIMIT") << all.dump();
+  EXPECT_EQ(all.at("http"), 429);
+
+  // A limit outside quota mode over: denied whatever the quota groups say.
+  for (int i = 0; i < 5; ++i) (void)call({entry("hard", "x")});
+  auto hard = call({entry("hard", "x"), entry("q1", "fresh")});
+  EXPECT_EQ(hard.at("overallCode"), "OVER_LIMIT") << hard.dump();
+  EXPECT_EQ(code(hard, 1), "OK");
+
+  // The only quota group over denies the request, and the request's other limits spend
+  // nothing: decided after the quota ones.
+  auto mixed = call({entry("hard", "y"), entry("q2", "c")});
+  EXPECT_EQ(mixed.at("overallCode"), "OK") << mixed.dump();
+  EXPECT_EQ(mixed.at("statuses").at(0).at("limitRemaining"), 4);
+  auto denied = call({entry("hard", "y"), entry("q2", "c")});
+  EXPECT_EQ(denied.at("overallCode"), "OVER_LIMIT") << denied.dump();
+  EXPECT_EQ(code(denied, 0), "OK");
+  EXPECT_EQ(code(denied, 1), "OVER_LIMIT");
+  auto after = call({entry("hard", "y")});
+  EXPECT_EQ(after.at("statuses").at(0).at("limitRemaining"), 3) << after.dump();  // not 2
+
+  // Groups by model: model A's tenant bucket and default bucket are one group, model B's
+  // another.
+  const auto a_tenant =
+      descriptor({{"backend_name", "ns/be"}, {"model_name_override", "a"}, {"bucket", "tenant"}});
+  const auto a_default =
+      descriptor({{"backend_name", "ns/be"}, {"model_name_override", "a"}, {"bucket", "default"}});
+  const auto a_fresh =
+      descriptor({{"backend_name", "ns/be"}, {"model_name_override", "a"}, {"bucket", "fresh"}});
+  const auto b_default =
+      descriptor({{"backend_name", "ns/be"}, {"model_name_override", "b"}, {"bucket", "default"}});
+  EXPECT_EQ(call({a_tenant}).at("overallCode"), "OK");
+  // Model A's group is over (its tenant bucket) though its fresh bucket has room: with
+  // model A alone the request is denied; with model B beside it, B takes it.
+  auto a_only = call({a_tenant, a_fresh});
+  EXPECT_EQ(a_only.at("overallCode"), "OVER_LIMIT") << a_only.dump();
+  EXPECT_EQ(code(a_only, 1), "OK");
+  auto failover = call({a_tenant, a_default, b_default});
+  EXPECT_EQ(failover.at("overallCode"), "OK") << failover.dump();
+  EXPECT_EQ(code(failover, 0), "OVER_LIMIT");
+  auto both_over = call({a_tenant, b_default});
+  EXPECT_EQ(both_over.at("overallCode"), "OVER_LIMIT") << both_over.dump();
+}
+
+TEST(DaemonEnvoyRlsOptionsTest, ServiceQuotaModePutsEveryDescriptorInQuotaMode) {
+  scratch_dir dir;
+  boost::asio::io_context ioc;
+  service svc(parse_config(with_keys("  quota_mode: true\n"), dir.source()), {},
+              test::unit_clock());
+  const auto both = request(entry("tenant", "t"), entry("plan", "free"));
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(post_json(svc, ioc, both).result_int(), 200);
+  // plan=free is over, tenant=t is not: one group of two, so allowed (429 without it).
+  auto r = post_json(svc, ioc, both);
+  auto j = json::parse(r.body());
+  EXPECT_EQ(r.result_int(), 200) << j.dump();
+  EXPECT_EQ(j.at("statuses").at(1).at("code"), "OVER_LIMIT");
+  // A descriptor no limit matches is a group that is never over, as the reference's.
+  auto unmatched = post_json(svc, ioc, request(entry("plan", "free"), entry("nothing", "x")));
+  EXPECT_EQ(unmatched.result_int(), 200) << unmatched.body();
+  auto alone = post_json(svc, ioc, request(entry("plan", "free")));
+  EXPECT_EQ(alone.result_int(), 429) << alone.body();
+}
+
+TEST(DaemonEnvoyRlsOptionsTest, ClientSanNeedsClientCaAndMatchesTheCertificatesNames) {
+  scratch_dir dir;
+  test::test_pki pki;
+  namespace fs = std::filesystem;
+  fs::copy_file(pki.server_cert(), dir.path() + "/server.crt");
+  fs::copy_file(pki.server_key(), dir.path() + "/server.key");
+  fs::copy_file(pki.ca(), dir.path() + "/ca.crt");
+  const auto f = dir.source();
+  const std::string tls = "  tls:\n    cert_file: server.crt\n    key_file: server.key\n";
+  const auto c = parse_config(with_keys(tls + "    client_ca_file: ca.crt\n    client_san: "
+                                              "spiffe://sluice.test/envoy\n"),
+                              f)
+                     .envoy_rls.tls;
+  EXPECT_EQ(c.client_san, "spiffe://sluice.test/envoy");
+  EXPECT_EQ(c.cert_path, dir.path() + "/server.crt");  // resolved beside the config
+  EXPECT_EQ(error_of(dir, tls + "    client_san: envoy.test\n"),
+            f + ":7: envoy_rls.tls.client_san: needs client_ca_file (mutual TLS)");
+  EXPECT_EQ(error_of(dir, tls + "    client_ca_file: ca.crt\n    client_san: \"\"\n"),
+            f + ":8: envoy_rls.tls.client_san: must not be empty");
+
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  // The server certificate: DNS:localhost, IP:127.0.0.1, CN=localhost.
+  const auto server = read(pki.server_cert());
+  EXPECT_TRUE(pem_certificate_has_san(server, "localhost"));
+  EXPECT_TRUE(pem_certificate_has_san(server, "127.0.0.1"));
+  EXPECT_FALSE(pem_certificate_has_san(server, "127.0.0.2"));
+  EXPECT_FALSE(pem_certificate_has_san(server, "other.test"));
+  EXPECT_FALSE(pem_certificate_has_san(server, "spiffe://localhost"));
+  // No subject alternative names: its common name does not count.
+  const auto client = read(pki.client_cert());
+  EXPECT_FALSE(pem_certificate_has_san(client, "sluice test client"));
+  const auto spiffe = read(pki.make_cert("spiffe", "/CN=envoy",
+                                         "subjectAltName=URI:spiffe://sluice.test/envoy,"
+                                         "DNS:*.clients.test\nextendedKeyUsage=clientAuth\n") +
+                           ".crt");
+  EXPECT_TRUE(pem_certificate_has_san(spiffe, "spiffe://sluice.test/envoy"));
+  EXPECT_FALSE(pem_certificate_has_san(spiffe, "spiffe://sluice.test/envoy2"));
+  EXPECT_FALSE(pem_certificate_has_san(spiffe, "spiffe://sluice.test"));
+  EXPECT_TRUE(pem_certificate_has_san(spiffe, "a.clients.test"));  // the wildcard: one label
+  EXPECT_FALSE(pem_certificate_has_san(spiffe, "b.a.clients.test"));
+  EXPECT_FALSE(pem_certificate_has_san(spiffe, "envoy"));
+  EXPECT_FALSE(pem_certificate_has_san("not a certificate", "localhost"));
 }
 
 }  // namespace
