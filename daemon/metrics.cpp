@@ -1,4 +1,4 @@
-#include "metrics.hpp"
+#include "core/string_hash.hpp"
 
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
@@ -18,6 +18,7 @@
 
 #include <sluice/error.hpp>
 
+#include "core/string_hash.hpp"
 #include "safe_log.hpp"
 
 namespace sluice::daemon {
@@ -27,12 +28,7 @@ double seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
-struct string_hash {
-  using is_transparent = void;
-  std::size_t operator()(std::string_view s) const noexcept {
-    return std::hash<std::string_view>{}(s);
-  }
-};
+using sluice::detail::string_hash;
 
 // The label values of one series joined into one lookup key ('\x1f' cannot occur in a
 // policy, rule or endpoint name). One buffer per thread, so a hit allocates nothing.

@@ -18,6 +18,8 @@
 #include <sluice/decision.hpp>
 #include <sluice/policy.hpp>
 
+#include "core/string_hash.hpp"
+
 namespace sluice::detail {
 
 class deny_cache {
@@ -45,12 +47,6 @@ class deny_cache {
     std::uint64_t remaining = 0;
     std::int64_t retry_at_us = 0;
     std::int64_t reset_at_us = 0;
-  };
-  struct string_hash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view s) const noexcept {
-      return std::hash<std::string_view>{}(s);
-    }
   };
   struct alignas(64) shard {
     std::mutex mu;

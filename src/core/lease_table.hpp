@@ -31,6 +31,8 @@
 #include <sluice/decision.hpp>
 #include <sluice/policy.hpp>
 
+#include "core/string_hash.hpp"
+
 #include "core/lease_ledger.hpp"
 
 namespace sluice::detail {
@@ -84,12 +86,6 @@ class lease_table : public std::enable_shared_from_this<lease_table> {
     std::int64_t asked_at_ms = 0;
     decision last;  // the backend's last answer: remaining and reset_after for local ones
     std::int64_t last_used_ms = 0;
-  };
-  struct string_hash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view s) const noexcept {
-      return std::hash<std::string_view>{}(s);
-    }
   };
   struct alignas(64) shard {
     std::mutex mu;
