@@ -1,4 +1,4 @@
-#include "core/string_hash.hpp"
+#include "metrics.hpp"
 
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
