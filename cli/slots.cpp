@@ -22,7 +22,7 @@ struct slot_args {
   backend_flags backend;
   std::uint64_t limit = 1;
   std::string lease_ttl = "30s";
-  std::string wait = "0ms";
+  std::string wait;  // empty: one attempt
   std::string on_failure = "open";
   std::string slot;
 };
@@ -53,7 +53,8 @@ std::optional<concurrency_policy> slot_policy(const slot_args& a) {
 int run_acquire(const slot_args& a) {
   const auto p = slot_policy(a);
   if (!p) return exit_invalid;
-  const auto wait = duration_flag("--wait", a.wait);
+  std::optional<std::chrono::milliseconds> wait = std::chrono::milliseconds{0};
+  if (!a.wait.empty()) wait = duration_flag("--wait", a.wait);
   if (!wait) return exit_invalid;
   auto lim = open_limiter(a.backend);
   if (!lim) return exit_invalid;
@@ -121,8 +122,8 @@ command add_slot_command(CLI::App& app, slot_operation op) {
       ->capture_default_str();
   if (acquire) {
     cmd->add_option("--wait", a->wait,
-                    "How long to wait for a slot when the limit is reached (e.g. 5s)")
-        ->capture_default_str();
+                    "How long to wait for a slot when the limit is reached (e.g. 5s); default: "
+                    "one attempt");
     cmd->add_option("--on-failure", a->on_failure,
                     "When the backend fails: open (a slot no backend holds), closed (refused) "
                     "or local (this process's memory)")

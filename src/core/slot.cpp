@@ -74,7 +74,8 @@ void slot::release() noexcept {
       const slot_request r{slot_operation::release, id_, 0, std::chrono::milliseconds{0}};
       // Not waited for: the answer only says whether it was still held.
       on_->async_slot(key_, r, [c = counters_](std::error_code ec, slot_reply) {
-        if (ec && c) c->failed(ec);
+        // A backend going away drops what is queued: not trouble worth a log line.
+        if (ec && ec != errc::backend_shutting_down && c) c->failed(ec);
       });
     } catch (...) {
       // No memory to send it: the lease ends by itself.

@@ -66,7 +66,7 @@ TEST(RedisSlotsTest, TwoHundredCallersOnTwoConnectionsNeverHoldMoreThanTheLimit)
   // Two limiters, two connections: as two processes sharing one Redis.
   std::vector<limiter> lims{redis_limiter(redis.url()), redis_limiter(redis.url())};
   const auto p = slots(20, 60s);  // no lease may end during the run: only releases free slots
-  constexpr int callers = 200, per_caller = 60;
+  constexpr int callers = 200, per_caller = 200;
   std::atomic<int> in_flight{0}, most{0}, held{0}, errors{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < callers; ++t) {
@@ -92,9 +92,9 @@ TEST(RedisSlotsTest, TwoHundredCallersOnTwoConnectionsNeverHoldMoreThanTheLimit)
   for (auto& t : threads) t.join();
   EXPECT_EQ(errors.load(), 0);
   EXPECT_LE(most.load(), 20);
-  EXPECT_EQ(most.load(), 20) << "200 callers for 20 slots should fill them";
   EXPECT_GT(held.load(), 0);
   const auto a = lims[0].slot_stats(), b = lims[1].slot_stats();
+  EXPECT_GT(a.refused + b.refused, 0u) << "the limit was reached (else nothing was tested)";
   EXPECT_EQ(a.acquired + b.acquired, static_cast<std::uint64_t>(held.load()));
   EXPECT_EQ(a.acquired + a.refused + b.acquired + b.refused,
             static_cast<std::uint64_t>(callers * per_caller));
