@@ -104,25 +104,26 @@ void limiter::start_acquire(std::string_view key, const concurrency_policy& p,
 }
 
 slot limiter::try_acquire(std::string_view key, const concurrency_policy& p, std::error_code& ec) {
+  // On this thread's stack: this waits until the handler has run (exactly once), and the
+  // handler touches the waiter only under its mutex, notifying before it lets go.
   struct waiter {
     std::mutex mu;
     std::condition_variable cv;
     bool done = false;
     std::error_code ec;
     slot s;
-  };
-  auto w = std::make_shared<waiter>();
-  start_acquire(key, p, [w](std::error_code e, slot s) {
-    std::lock_guard lock(w->mu);
-    w->ec = e;
-    w->s = std::move(s);
-    w->done = true;
-    w->cv.notify_one();
+  } w;
+  start_acquire(key, p, [&w](std::error_code e, slot s) {
+    std::lock_guard lock(w.mu);
+    w.ec = e;
+    w.s = std::move(s);
+    w.done = true;
+    w.cv.notify_one();
   });
-  std::unique_lock lock(w->mu);
-  w->cv.wait(lock, [&] { return w->done; });
-  ec = w->ec;
-  return std::move(w->s);
+  std::unique_lock lock(w.mu);
+  w.cv.wait(lock, [&] { return w.done; });
+  ec = w.ec;
+  return std::move(w.s);
 }
 
 slot limiter::try_acquire(std::string_view key, const concurrency_policy& p) {

@@ -55,11 +55,18 @@ std::string new_slot_id() {
     pool.next = 0;
     pool.generation = generation;
   }
-  const slot_id id{pool.words[pool.next], pool.words[pool.next + 1]};
-  // Handed out once: wiped, so that nothing later reads it from this pool.
-  pool.words[pool.next] = pool.words[pool.next + 1] = 0;
+  // As to_hex() writes it (16 lowercase digits of each word, high word first), without
+  // snprintf: this is on every acquire.
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string hex(32, '0');
+  for (std::size_t w = 0; w < 2; ++w) {
+    std::uint64_t v = pool.words[pool.next + w];
+    for (std::size_t i = 0; i < 16; ++i, v >>= 4) hex[w * 16 + 15 - i] = digits[v & 0xf];
+    // Handed out once: wiped, so that nothing later reads it from this pool.
+    pool.words[pool.next + w] = 0;
+  }
   pool.next += 2;
-  return to_hex(id);
+  return hex;
 }
 
 std::error_code slot_step_blocking(backend& b, std::string_view key, const slot_request& request,
