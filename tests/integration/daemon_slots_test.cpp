@@ -3,9 +3,12 @@
 // fleet's; the answers, the metrics, and the refusals of the wrong kind of policy.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -142,6 +145,51 @@ TEST(DaemonSlotsTest, TwoDaemonsOnOneRedisShareTheLimit) {
   EXPECT_EQ(post(d2.port(), "/v1/renew", slot_body("fleet", id)).status, 200);
   EXPECT_EQ(post(d2.port(), "/v1/release", slot_body("fleet", id)).status, 200);
   EXPECT_EQ(post(d1.port(), "/v1/acquire", acquire).status, 200);
+}
+
+TEST(DaemonSlotsTest, CallersThroughTwoDaemonsNeverHoldMoreThanTheLimit) {
+  redis_server redis;
+  // A lease far longer than the run: only releases free slots, so the callers' count is exact.
+  const std::string yaml = "backend: " + redis.url() + "\nbackend_timeout_ms: 2000\n" + policies +
+                           "  long: {algorithm: concurrency, limit: 2, lease_ttl: 60s}\n";
+  sluiced_process d1(yaml), d2(yaml);
+  const std::string acquire = R"({"key":"shared","policy":"long"})";
+  std::atomic<int> in_flight{0}, most{0}, held{0}, refused{0}, other{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 16; ++t) {
+    callers.emplace_back([&, t] {
+      std::minstd_rand rng(static_cast<unsigned>(t));
+      http_connection via_a(t % 2 ? d1.port() : d2.port()), via_b(t % 2 ? d2.port() : d1.port());
+      const header_list json{{"Content-Type", "application/json"}};
+      for (int i = 0; i < 40; ++i) {
+        const auto r = via_a.request("POST", "/v1/acquire", acquire, json);
+        if (r.status == 429) {
+          refused.fetch_add(1);
+          continue;
+        }
+        if (r.status != 200) {
+          other.fetch_add(1);
+          continue;
+        }
+        held.fetch_add(1);
+        const int now = in_flight.fetch_add(1) + 1;
+        int seen = most.load();
+        while (now > seen && !most.compare_exchange_weak(seen, now)) {
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(rng() % 3000));  // the work
+        in_flight.fetch_sub(1);
+        // Released through the other daemon: the slot is Redis's, not a daemon's.
+        const std::string id = json::parse(r.body)["slot"];
+        const auto release = R"({"key":"shared","policy":"long","slot":")" + id + "\"}";
+        if (via_b.request("POST", "/v1/release", release, json).status != 200) other.fetch_add(1);
+      }
+    });
+  }
+  for (auto& c : callers) c.join();
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_LE(most.load(), 2) << "the limit of policy long";
+  EXPECT_GT(held.load(), 0);
+  EXPECT_GT(refused.load(), 0) << "the limit was reached";
 }
 
 }  // namespace
