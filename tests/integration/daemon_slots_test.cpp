@@ -147,7 +147,7 @@ TEST(DaemonSlotsTest, TwoDaemonsOnOneRedisShareTheLimit) {
   EXPECT_EQ(post(d1.port(), "/v1/acquire", acquire).status, 200);
 }
 
-TEST(DaemonSlotsTest, CallersThroughTwoDaemonsNeverHoldMoreThanTheLimit) {
+TEST(DaemonSlotsTest, ConcurrentCallersThroughTwoDaemonsNeverHoldMoreThanTheLimit) {
   redis_server redis;
   // A lease far longer than the run: only releases free slots, so the callers' count is exact.
   const std::string yaml = "backend: " + redis.url() + "\nbackend_timeout_ms: 2000\n" + policies +

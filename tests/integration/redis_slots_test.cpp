@@ -1,4 +1,4 @@
-// Concurrency limits on a real redis-server (and a real Cluster): callers that count what
+// Concurrency limits on a real redis-server (and a real Cluster): 200 callers that count what
 // they hold never see more than the limit; a process killed with SIGKILL frees its slots when
 // their leases end; renew keeps a slow holder; an ended slot's release frees nobody else's.
 // Waits poll a condition against a deadline; the holds callers sleep are their "work".
@@ -61,7 +61,7 @@ bool eventually(std::chrono::milliseconds within, F&& ok) {
   }
 }
 
-TEST(RedisSlotsTest, TwoHundredCallersOnTwoConnectionsNeverHoldMoreThanTheLimit) {
+TEST(RedisSlotsTest, ConcurrentCallersOnTwoConnectionsNeverHoldMoreThanTheLimit) {
   test::redis_server redis;
   // Two limiters, two connections: as two processes sharing one Redis.
   std::vector<limiter> lims{redis_limiter(redis.url()), redis_limiter(redis.url())};
