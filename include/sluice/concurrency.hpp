@@ -45,8 +45,10 @@ std::error_code validate(std::string_view key, const concurrency_policy& p) noex
 struct slot_stats {
   std::uint64_t acquired = 0;  ///< acquires that got a slot (degraded ones included)
   std::uint64_t refused = 0;   ///< acquires refused: the limit was reached, or `closed`
-  std::uint64_t released = 0;  ///< releases sent for held slots (by release() or the destructor)
-  std::uint64_t renewed = 0;   ///< renewals that kept their slot
+  /// Held slots given back: by release() or the destructor (counted when sent), or by id
+  /// with limiter::slot_step (counted when the backend found it held).
+  std::uint64_t released = 0;
+  std::uint64_t renewed = 0;  ///< renewals that kept their slot
   /// Renewals that did not: the lease had ended (the slot may be someone else's now), or
   /// the backend failed. A lease that ended is only seen this way (or never, when its holder
   /// died): there is no count of leases that expired.
@@ -97,7 +99,7 @@ class slot {
   bool renew();
 
   /// Stops owning the slot without releasing it, and returns its id (empty when not held or
-  /// held by no backend): its lease goes on until released by id (limiter::release_slot) or
+  /// held by no backend): its lease goes on until released by id (limiter::slot_step) or
   /// it ends. For a slot handed to someone else, e.g. sluiced's POST /v1/acquire.
   std::string detach() noexcept;
 
