@@ -18,6 +18,13 @@ command add_refund_command(CLI::App& app);
 command add_penalize_command(CLI::App& app);
 command add_block_command(CLI::App& app);
 
+// `sluice acquire`, `release` and `renew`: a concurrency limit's slot, held between commands
+// (docs/CONCURRENCY.md). One JSON line; exit 0 acquired / released / renewed, 1 refused / not
+// held, 2 invalid input, 3 backend failure.
+command add_acquire_command(CLI::App& app);
+command add_release_command(CLI::App& app);
+command add_renew_command(CLI::App& app);
+
 // `sluice simulate`: a policy against synthetic traffic on a simulated clock.
 command add_simulate_command(CLI::App& app);
 

@@ -20,7 +20,8 @@ int main(int argc, char** argv) {
   const std::vector<cli::command> commands{
       cli::add_check_command(app),    cli::add_peek_command(app),     cli::add_reset_command(app),
       cli::add_refund_command(app),   cli::add_penalize_command(app), cli::add_block_command(app),
-      cli::add_simulate_command(app),
+      cli::add_simulate_command(app), cli::add_acquire_command(app),  cli::add_release_command(app),
+      cli::add_renew_command(app),
   };
   try {
     app.parse(argc, argv);

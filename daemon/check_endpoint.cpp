@@ -76,6 +76,11 @@ std::optional<http_response> service::refuse_request(
   const auto& k = cr.key;
   const auto& policy_name = cr.policy;
   p = rt.rules->find_policy(policy_name);
+  if (!p && rt.cfg.concurrency_policies.contains(policy_name)) {
+    return bad(400, "concurrency_policy",
+               "policy \"" + policy_name +
+                   "\" is a concurrency limit: use /v1/acquire, /v1/release and /v1/renew");
+  }
   if (!p) return bad(422, "unknown_policy", "no policy named \"" + policy_name + "\"");
   if (k.empty()) return bad(422, "invalid_key", "\"key\" must not be empty");
   if (k.size() > max_check_key_size) {

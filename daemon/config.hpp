@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include <sluice/concurrency.hpp>
 #include <sluice/http/client_ip.hpp>
 #include <sluice/http/rules.hpp>
 #include <sluice/policy.hpp>
@@ -176,6 +177,10 @@ struct config {
   /// trusted_proxies, forwarded_header, ipv6_prefix, ipv4_prefix
   http::key_options keys;
   std::map<std::string, policy, std::less<>> policies;
+  /// Concurrency limits: the `policies:` entries with `algorithm: concurrency`, served by
+  /// /v1/acquire, /v1/release and /v1/renew (never by /v1/check or the rules). Their names
+  /// are not in `policies`.
+  std::map<std::string, concurrency_policy, std::less<>> concurrency_policies;
   std::vector<http::rule> rules;
   limits_config limits;
   admin_config admin;

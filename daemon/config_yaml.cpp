@@ -276,6 +276,46 @@ void parse_policy(const reader& r, const YAML::Node& n, const std::string& field
   }
 }
 
+// A policy with `algorithm: concurrency` (docs/CONCURRENCY.md): a concurrency limit.
+bool is_concurrency(const YAML::Node& n) {
+  return n.IsMap() && n["algorithm"] && n["algorithm"].IsScalar() &&
+         n["algorithm"].Scalar() == "concurrency";
+}
+
+// `lease_ttl`: a duration such as 30s or, unquoted, a whole number of milliseconds; 1 ms..1 h.
+std::chrono::milliseconds lease_ttl_of(const reader& r, const YAML::Node& n,
+                                       const std::string& field) {
+  const auto s = r.scalar(n, field);
+  const auto out_of_range =
+      "must be 1ms..1h (1.." + std::to_string(max_lease_ttl.count()) + " milliseconds), got " + s;
+  const bool digits =
+      !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (digits && n.Tag() != "!") {
+    std::int64_t ms = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), ms);
+    if (ec != std::errc{} || end != s.data() + s.size() || ms < 1 || ms > max_lease_ttl.count())
+      r.fail(n, field, out_of_range);
+    return std::chrono::milliseconds{ms};
+  }
+  std::string why;
+  const auto d = http::parse_duration(s, &why);
+  if (!d && why.find("is not a duration") != std::string::npos)
+    r.fail(n, field, why + ", or a whole number of milliseconds");
+  if (!d || *d > max_lease_ttl) r.fail(n, field, out_of_range);
+  return *d;
+}
+
+void parse_concurrency_policy(const reader& r, const YAML::Node& n, const std::string& field,
+                              failure_mode default_mode, concurrency_policy& p) {
+  r.only_keys(n, field, {"algorithm", "limit", "lease_ttl", "on_backend_failure"});
+  p.on_failure = default_mode;
+  auto limit = n["limit"];
+  if (!limit) r.fail(n, field + ".limit", "is required for concurrency");
+  p.limit = r.integer<std::uint64_t>(limit, field + ".limit", 1, max_concurrency_limit);
+  if (auto t = n["lease_ttl"]) p.lease_ttl = lease_ttl_of(r, t, field + ".lease_ttl");
+  if (auto m = n["on_backend_failure"]) p.on_failure = r.mode(m, field + ".on_backend_failure");
+}
+
 void parse_rule(const reader& r, const YAML::Node& n, const std::string& field, const config& c,
                 http::rule& rule) {
   r.expect_map(n, field);
@@ -321,6 +361,10 @@ void parse_rule(const reader& r, const YAML::Node& n, const std::string& field, 
   if (!pol) r.fail(n, field + ".policy", "is required");
   rule.policy = r.string(pol, field + ".policy");
   auto it = c.policies.find(rule.policy);
+  if (it == c.policies.end() && c.concurrency_policies.contains(rule.policy)) {
+    r.fail(pol, field + ".policy",
+           "\"" + rule.policy + "\" is a concurrency policy; rules take rate policies");
+  }
   if (it == c.policies.end()) {
     r.fail(pol, field + ".policy", "no policy named \"" + rule.policy + "\"");
   }
@@ -688,6 +732,12 @@ config parse_root(const reader& r, const YAML::Node& root) {
     const auto name = r.string(kv.first, "policies");
     if (!http::is_valid_name(name)) {
       r.fail(kv.first, "policies." + name, "names must be 1..64 characters of A-Z a-z 0-9 _ . -");
+    }
+    if (is_concurrency(kv.second)) {
+      concurrency_policy cp;
+      parse_concurrency_policy(r, kv.second, "policies." + name, c.on_backend_failure, cp);
+      c.concurrency_policies.emplace(name, cp);
+      continue;
     }
     policy p;
     parse_policy(r, kv.second, "policies." + name, c.on_backend_failure, p);

@@ -95,6 +95,11 @@ class metrics {
   /// backend_counters() exports the backend's (the library counts, the daemon exports).
   void limiter_counters(const limiter_stats& s);
 
+  /// What a concurrency limit's step did under `policy` (slot_metrics.cpp): `event` is
+  /// `acquired`, `refused`, `released` or `renew_failed`; `in_flight` is the holders the
+  /// backend reported after it (the sluice_slots_in_flight gauge: the last one seen).
+  void slot_event(std::string_view policy, std::string_view event, std::uint64_t in_flight);
+
   /// The text exposition format (version 0.0.4). Label values are printable UTF-8: bytes
   /// that are not (controls, invalid UTF-8) show as `\xNN` and a backslash as `\\`, as in
   /// sluiced's log lines.
@@ -111,6 +116,10 @@ class metrics {
   limiter_stats last_limiter_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<families> f_;
+  // The concurrency limits' families, registered on first use (slot_metrics.cpp).
+  struct slot_families;
+  std::once_flag slots_once_;
+  std::shared_ptr<slot_families> slots_;
 };
 
 }  // namespace sluice::daemon

@@ -39,6 +39,9 @@ std::string_view service::endpoint_of(std::string_view target) noexcept {
   if (path == "/v1/refund") return "refund";
   if (path == "/v1/penalize") return "penalize";
   if (path == "/v1/block") return "block";
+  if (path == "/v1/acquire") return "acquire";
+  if (path == "/v1/release") return "release";
+  if (path == "/v1/renew") return "renew";
   if (path == "/metrics") return "metrics";
   if (path == "/healthz") return "healthz";
   if (path == "/readyz") return "readyz";
@@ -144,6 +147,8 @@ void service::route(const http_request& req, const std::string& peer,
   if (endpoint == "check") return handle_check(req, std::move(rt), ex, finish, false);
   if (endpoint == "peek") return handle_check(req, std::move(rt), ex, finish, true);
   if (endpoint == "auth") return handle_auth(req, peer, std::move(rt), ex, finish);
+  if (endpoint == "acquire" || endpoint == "release" || endpoint == "renew")
+    return handle_slot(req, endpoint, std::move(rt), ex, finish);
   if (auto op = admin_operation(endpoint)) {
     // Off unless the config names a token file: then no different from an unknown path.
     if (!rt->cfg.admin.enabled()) return not_found();

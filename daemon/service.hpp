@@ -11,6 +11,7 @@
 //   admin_endpoints.cpp   /v1/reset, /v1/refund, /v1/penalize, /v1/block
 //   auth_endpoint.cpp     /v1/auth (forward auth by the rules)
 //   json_endpoint.cpp     POST /json (Envoy's ShouldRateLimit as JSON)
+//   slot_endpoints.cpp    /v1/acquire, /v1/release, /v1/renew (concurrency limits)
 //   health_endpoints.cpp  /healthz, /readyz and /metrics
 #include <atomic>
 #include <chrono>
@@ -50,6 +51,8 @@ using http_response = bhttp::response<bhttp::string_body>;
 /// /v1/check's limiter keys are `@check:<policy>:<key>` (policies have separate buckets);
 /// forward-auth rules' are `<rule>:<policy>:<key>`, and rule names never contain '@'.
 inline constexpr std::string_view check_key_prefix = "@check:";
+/// /v1/acquire's (and /v1/release's, /v1/renew's) limiter keys: `@slots:<policy>:<key>`.
+inline constexpr std::string_view slot_key_prefix = "@slots:";
 /// The longest `key` /v1/check accepts, in bytes: the limiter key must fit in
 /// sluice::max_key_size with a policy name of up to 64 characters.
 inline constexpr std::size_t max_check_key_size = 900;
@@ -105,9 +108,9 @@ class service {
   /// Envoy RLS decisions (the gRPC listener and POST /json).
   rls_decider& rls() noexcept { return *rls_; }
 
-  /// The endpoint label used in metrics for `target`: `check`, `peek`, `auth`, `reset`,
-  /// `refund`, `penalize`, `block`, `json` (Envoy RLS), `metrics`, `healthz`, `readyz` or
-  /// `other`.
+  /// The endpoint label used in metrics for `target`: `check`, `peek`, `auth`, `acquire`,
+  /// `release`, `renew`, `reset`, `refund`, `penalize`, `block`, `json` (Envoy RLS),
+  /// `metrics`, `healthz`, `readyz` or `other`.
   static std::string_view endpoint_of(std::string_view target) noexcept;
 
   /// The server answered a request to `endpoint` from `peer` itself, before handle() (a body
@@ -198,6 +201,11 @@ class service {
   /// POST /json: Envoy's ShouldRateLimit as JSON (the reference service's endpoint).
   void handle_json(const http_request& req, std::shared_ptr<const runtime> rt,
                    boost::asio::any_io_executor ex, const responder& done);
+  /// POST /v1/acquire, /v1/release and /v1/renew (`endpoint`): concurrency limits
+  /// (slot_endpoints.cpp).
+  void handle_slot(const http_request& req, std::string_view endpoint,
+                   std::shared_ptr<const runtime> rt, boost::asio::any_io_executor ex,
+                   const responder& done);
   /// GET /healthz: the process answers.
   void handle_health(const http_request& req, const responder& done);
   /// GET /metrics: Prometheus text.

@@ -19,6 +19,7 @@
 #include <sluice/backend.hpp>
 #include <sluice/clock.hpp>
 #include <sluice/completion.hpp>
+#include <sluice/concurrency.hpp>
 #include <sluice/decision.hpp>
 #include <sluice/policy.hpp>
 
@@ -275,6 +276,75 @@ class limiter {
   /// The primary backend's counters (Redis calls, batching, redirections, failovers).
   sluice::backend_stats backend_stats() const noexcept;
 
+  // Concurrency limits (sluice/concurrency.hpp, docs/CONCURRENCY.md), defined in
+  // src/core/limiter_slots.cpp.
+
+  /// Takes a slot of `key` if fewer than p.limit hold it: a held slot, or a refusal that
+  /// says when to retry (the slot's operator bool tells which). One step on the primary
+  /// backend, waited for: not on a thread the backend's I/O runs on. Backend trouble yields
+  /// the failure mode's slot, marked degraded. `ec` is set only for invalid input (the
+  /// slot is then not held). Thread-safe.
+  slot try_acquire(std::string_view key, const concurrency_policy& p, std::error_code& ec);
+  /// try_acquire() that throws std::system_error for invalid input.
+  slot try_acquire(std::string_view key, const concurrency_policy& p);
+  /// try_acquire(), retried until a slot is held or `max_wait` has passed (then the last
+  /// refusal): it sleeps between attempts, growing from 1 ms to 50 ms with random jitter
+  /// and never past the refusal's retry_after, so waiting callers do not poll the backend
+  /// in step. Not first come, first served: waiters are served roughly, not exactly, in
+  /// arrival order. A degraded answer is returned at once. Blocks this thread.
+  slot acquire(std::string_view key, const concurrency_policy& p,
+               std::chrono::milliseconds max_wait, std::error_code& ec);
+  slot acquire(std::string_view key, const concurrency_policy& p,
+               std::chrono::milliseconds max_wait);
+
+  /// Asynchronous try_acquire(). Completion signature `void(std::error_code, sluice::slot)`,
+  /// the error set only for invalid input. The handler never runs inline: it is posted to
+  /// its associated executor (default: boost::asio::system_executor), as async_check's.
+  /// A slot whose handler is destroyed without running is released.
+  template <class CompletionToken>
+  auto async_try_acquire(std::string_view key, const concurrency_policy& p,
+                         CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(std::error_code, slot)>(
+        [this](auto handler, std::string k, concurrency_policy pol) {
+          auto ex = boost::asio::get_associated_executor(handler, boost::asio::system_executor());
+          auto work = boost::asio::make_work_guard(ex);
+          auto shared = std::make_shared<decltype(handler)>(std::move(handler));
+          start_acquire(k, pol, [shared, work](std::error_code ec, slot s) mutable {
+            // A posted completion may be copied (post_completion groups some in a
+            // std::function), a slot cannot: it travels in a shared_ptr.
+            auto got = std::make_shared<slot>(std::move(s));
+            post_completion(work.get_executor(),
+                            [shared = std::move(shared), ec, got = std::move(got)] {
+                              (*shared)(ec, std::move(*got));
+                            });
+            work.reset();
+          });
+        },
+        token, std::string(key), p);
+  }
+  /// async_try_acquire() that calls `done` where the backend completes it, as the
+  /// on_backend_thread async_check().
+  void async_try_acquire(on_backend_thread_t, std::string_view key, const concurrency_policy& p,
+                         std::function<void(std::error_code, slot)> done) {
+    start_acquire(key, p, std::move(done));
+  }
+
+  /// Releases or renews (`op`) the slot `id` of `key` by id: for a slot that was detached
+  /// (slot::detach) and handed to someone else, e.g. a sluiced client. `done` gets the
+  /// step's reply (held: it was held and is released, or renewed) or an error: invalid
+  /// input (a malformed id: errc::invalid_slot_id; `op` acquire: errc::unsupported_operation)
+  /// or the backend's trouble. With failure mode `local` the step also reaches the
+  /// fallback backend, where slots taken while the backend failed are. Called where the
+  /// backend completes it, as the on_backend_thread async_check(). Thread-safe.
+  void async_slot_step(on_backend_thread_t, std::string_view key, const concurrency_policy& p,
+                       slot_operation op, std::string_view id, slot_handler done);
+  /// async_slot_step(), waited for (not on a thread the backend's I/O runs on).
+  slot_reply slot_step(std::string_view key, const concurrency_policy& p, slot_operation op,
+                       std::string_view id, std::error_code& ec);
+
+  /// What this limiter's concurrency limits did (its copies' and its slots' included).
+  sluice::slot_stats slot_stats() const noexcept;
+
  private:
   struct state;
   /// A check_item that owns its key (what async_check_all keeps while it runs).
@@ -313,6 +383,14 @@ class limiter {
   /// The items with their keys copied, for a check that outlives the caller's views.
   static std::vector<owned_check_item> own(std::span<const check_item> items);
   std::shared_ptr<state> state_;
+
+  // Concurrency limits (src/core/limiter_slots.cpp): their counters, shared by copies.
+  using acquire_handler = std::function<void(std::error_code, slot)>;
+  void start_acquire(std::string_view key, const concurrency_policy& p, acquire_handler done) const;
+  /// The primary (or the fallback) backend, which slots are taken from.
+  std::shared_ptr<backend> slot_backend(bool fallback) const noexcept;
+  static std::shared_ptr<detail::slot_counters> make_slot_counters();
+  std::shared_ptr<detail::slot_counters> slots_ = make_slot_counters();
 };
 
 }  // namespace sluice

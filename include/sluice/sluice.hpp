@@ -4,6 +4,7 @@
 #include <sluice/backend_url.hpp>
 #include <sluice/clock.hpp>
 #include <sluice/completion.hpp>
+#include <sluice/concurrency.hpp>
 #include <sluice/decision.hpp>
 #include <sluice/error.hpp>
 #include <sluice/limiter.hpp>

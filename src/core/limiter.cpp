@@ -481,6 +481,11 @@ void limiter::async_check_all(on_backend_thread_t, std::span<const check_item> i
 
 sluice::backend_stats limiter::backend_stats() const noexcept { return state_->primary->stats(); }
 
+// Concurrency limits (limiter_slots.cpp) take their slots from the same backends.
+std::shared_ptr<backend> limiter::slot_backend(bool fallback) const noexcept {
+  return fallback ? state_->fallback : state_->primary;
+}
+
 limiter_stats limiter::stats() const noexcept {
   const auto& s = *state_;
   constexpr auto r = std::memory_order_relaxed;

@@ -31,6 +31,7 @@
 #include "algorithm/token_bucket.hpp"
 #include "core/key_groups.hpp"
 #include "core/log.hpp"
+#include "memory/slot_store.hpp"
 
 namespace sluice {
 namespace {
@@ -512,6 +513,15 @@ class memory_backend final : public backend {
     handler(ec, d);
   }
 
+  // Concurrency limits: their own table (slot_store.hpp), on this backend's clock. Never
+  // blocks on I/O: completes inline, as async_decide.
+  void async_slot(std::string_view key, const slot_request& request,
+                  slot_handler handler) override {
+    slot_reply r;
+    const auto ec = slots_.apply(key, request, clock_->now().count() / 1000, r);
+    handler(ec, r);
+  }
+
   std::error_code decide_all(std::span<const check_item> items,
                              std::vector<decision>& out) override {
     out.clear();
@@ -705,6 +715,7 @@ class memory_backend final : public backend {
 
   std::shared_ptr<const clock> clock_;
   std::vector<shard> shards_;
+  detail::slot_store slots_;
   std::size_t max_keys_;
   const bool serve_leases_;
   std::mutex askers_mu_;

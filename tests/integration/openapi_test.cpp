@@ -78,7 +78,8 @@ TEST(OpenApiTest, RealAnswersOfEveryOperationMatchTheDocument) {
                                          "  - key: tenant\n"
                                          "    rate_limit: {unit: minute, requests_per_unit: 1}\n";
   sluiced_process d(
-      "policies: {api: {capacity: 2, refill_per_second: 0.01}}\n"
+      "policies: {api: {capacity: 2, refill_per_second: 0.01},\n"
+      "           jobs: {algorithm: concurrency, limit: 1, lease_ttl: 30s}}\n"
       "rules:\n"
       "  - {name: site, match: {path_prefix: /}, key: ip, policy: api}\n"
       "admin: {token_file: " +
@@ -100,6 +101,25 @@ TEST(OpenApiTest, RealAnswersOfEveryOperationMatchTheDocument) {
     r.post_json(path, "{\"key\":\"" + std::string(100'000, 'x') + "\",\"policy\":\"api\"}");
   }
   EXPECT_EQ(r.post_json("/v1/check", R"({"key":"k","policy":"api","cost":2})").status, 200);
+
+  // Concurrency limits: acquired, refused, renewed, released, not held, bad requests.
+  const auto got = r.post_json("/v1/acquire", R"({"key":"k","policy":"jobs"})");
+  EXPECT_EQ(got.status, 200);
+  EXPECT_EQ(r.post_json("/v1/acquire", R"({"key":"k","policy":"jobs"})").status, 429);
+  const auto id = got.status == 200 ? json::parse(got.body).value("slot", "") : "";
+  const auto held = R"({"key":"k","policy":"jobs","slot":")" + id + "\"}";
+  EXPECT_EQ(r.post_json("/v1/renew", held).status, 200);
+  EXPECT_EQ(r.post_json("/v1/release", held).status, 200);
+  EXPECT_EQ(r.post_json("/v1/release", held).status, 404);
+  EXPECT_EQ(r.post_json("/v1/renew", held).status, 404);
+  EXPECT_EQ(r.post_json("/v1/acquire", R"({"key":"k","policy":"api"})").status, 400);
+  EXPECT_EQ(r.post_json("/v1/check", R"({"key":"k","policy":"jobs"})").status, 400);
+  EXPECT_EQ(r.post_json("/v1/release", R"({"key":"k","policy":"jobs","slot":"nope"})").status, 422);
+  EXPECT_EQ(r.post_json("/v1/renew", R"({"key":"k","policy":"jobs"})").status, 400);
+  r.post_json("/v1/acquire", R"({"key":"","policy":"jobs"})");
+  r.send("POST", "/v1/acquire", "/v1/acquire", R"({"key":"k","policy":"jobs"})",
+         {{"Content-Type", "text/plain"}});
+  r.send("GET", "/v1/release", "/v1/release");
 
   // Admin operations: done, unauthorized, forbidden, invalid.
   r.post_json("/v1/reset", R"({"key":"k","policy":"api"})", admin);

@@ -3,6 +3,7 @@
 /// (<sluice/http/beast.hpp>, <sluice/http/httplib.hpp>).
 #include <sluice/http/address.hpp>
 #include <sluice/http/client_ip.hpp>
+#include <sluice/http/concurrency_gate.hpp>
 #include <sluice/http/evaluate.hpp>
 #include <sluice/http/headers.hpp>
 #include <sluice/http/key_spec.hpp>

@@ -1,0 +1,241 @@
+// The limiter's concurrency limits (sluice/concurrency.hpp): validation, slot ids, the
+// failure modes and the counters around backend::async_slot.
+#include <sluice/error.hpp>
+#include <sluice/limiter.hpp>
+
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+#include "algorithm/slots.hpp"
+#include "core/slot_support.hpp"
+
+namespace sluice {
+namespace {
+
+using std::chrono::milliseconds;
+
+// What `closed` tells a refused caller to wait: no lease was seen, so a guess, never longer
+// than a lease.
+milliseconds closed_retry_after(const concurrency_policy& p) {
+  return std::min(p.lease_ttl, milliseconds{1000});
+}
+
+}  // namespace
+
+std::shared_ptr<detail::slot_counters> limiter::make_slot_counters() {
+  return std::make_shared<detail::slot_counters>();
+}
+
+void limiter::start_acquire(std::string_view key, const concurrency_policy& p,
+                            acquire_handler done) const {
+  auto counters = slots_;
+  if (auto ec = validate(key, p)) {
+    detail::slot_counters::add(counters->invalid);
+    done(ec, slot{});
+    return;
+  }
+  std::string id = detail::new_slot_id();
+  const slot_request request{slot_operation::acquire, id, p.limit, p.lease_ttl};
+  auto primary = slot_backend(false);
+  auto& on = *primary;
+  on.async_slot(key, request,
+                [counters = std::move(counters), primary = std::move(primary),
+                 fallback = slot_backend(true), k = std::string(key), p, id,
+                 done = std::move(done)](std::error_code bec, slot_reply r) mutable {
+                  slot s;
+                  s.counters_ = counters;
+                  s.key_ = std::move(k);
+                  s.lease_ttl_ = p.lease_ttl;
+                  s.limit_ = p.limit;
+                  auto take = [&](std::shared_ptr<backend> from, const slot_reply& reply) {
+                    s.in_flight_ = reply.in_flight;
+                    if (reply.held) {
+                      s.held_ = true;
+                      s.on_ = std::move(from);
+                      s.id_ = std::move(id);
+                      s.expires_in_ = reply.expires_in;
+                      detail::slot_counters::add(counters->acquired);
+                    } else {
+                      s.retry_after_ = reply.retry_after;
+                      detail::slot_counters::add(counters->refused);
+                    }
+                  };
+                  if (!bec) {
+                    counters->log.success();
+                    take(std::move(primary), r);
+                    done({}, std::move(s));
+                    return;
+                  }
+                  counters->failed(bec);
+                  s.degraded_ = true;
+                  s.backend_error_ = bec;
+                  switch (p.on_failure) {
+                    case failure_mode::open:
+                      detail::slot_counters::add(counters->degraded_open);
+                      s.held_ = true;  // by no backend: no id, nothing to release
+                      detail::slot_counters::add(counters->acquired);
+                      break;
+                    case failure_mode::closed:
+                      detail::slot_counters::add(counters->degraded_closed);
+                      s.retry_after_ = closed_retry_after(p);
+                      detail::slot_counters::add(counters->refused);
+                      break;
+                    case failure_mode::local: {
+                      detail::slot_counters::add(counters->degraded_local);
+                      slot_reply lr;
+                      const slot_request again{slot_operation::acquire, id, p.limit, p.lease_ttl};
+                      // The fallback is the in-process memory backend: it answers inline.
+                      if (detail::slot_step_blocking(*fallback, s.key_, again, lr)) {
+                        // It cannot fail; if it ever did, refuse rather than admit without a limit.
+                        s.retry_after_ = closed_retry_after(p);
+                        detail::slot_counters::add(counters->refused);
+                      } else {
+                        take(std::move(fallback), lr);
+                      }
+                      break;
+                    }
+                  }
+                  done({}, std::move(s));
+                });
+}
+
+slot limiter::try_acquire(std::string_view key, const concurrency_policy& p, std::error_code& ec) {
+  // On this thread's stack: this waits until the handler has run (exactly once), and the
+  // handler touches the waiter only under its mutex, notifying before it lets go.
+  struct waiter {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::error_code ec;
+    slot s;
+  } w;
+  start_acquire(key, p, [&w](std::error_code e, slot s) {
+    std::lock_guard lock(w.mu);
+    w.ec = e;
+    w.s = std::move(s);
+    w.done = true;
+    w.cv.notify_one();
+  });
+  std::unique_lock lock(w.mu);
+  w.cv.wait(lock, [&] { return w.done; });
+  ec = w.ec;
+  return std::move(w.s);
+}
+
+slot limiter::try_acquire(std::string_view key, const concurrency_policy& p) {
+  std::error_code ec;
+  auto s = try_acquire(key, p, ec);
+  if (ec) throw std::system_error(ec);
+  return s;
+}
+
+slot limiter::acquire(std::string_view key, const concurrency_policy& p, milliseconds max_wait,
+                      std::error_code& ec) {
+  using steady = std::chrono::steady_clock;
+  const auto deadline = steady::now() + std::max(max_wait, milliseconds{0});
+  // Jitter only spreads the waiters out: no secret in it.
+  thread_local std::minstd_rand jitter{std::random_device{}()};
+  milliseconds backoff{1};
+  for (;;) {
+    auto s = try_acquire(key, p, ec);
+    if (ec || s || s.degraded()) return s;
+    const auto now = steady::now();
+    if (now >= deadline) return s;
+    // Up to the backoff (half of it at least), never past the first lease's end, never
+    // past the deadline (an attempt is made at the deadline).
+    std::uniform_int_distribution<milliseconds::rep> pick(
+        std::max<milliseconds::rep>(1, backoff.count() / 2), backoff.count());
+    auto wait = std::min(milliseconds{pick(jitter)}, std::max(s.retry_after(), milliseconds{1}));
+    const auto left = std::chrono::ceil<milliseconds>(deadline - now);
+    std::this_thread::sleep_for(std::min(wait, left));
+    backoff = std::min(backoff * 2, milliseconds{50});
+  }
+}
+
+slot limiter::acquire(std::string_view key, const concurrency_policy& p, milliseconds max_wait) {
+  std::error_code ec;
+  auto s = acquire(key, p, max_wait, ec);
+  if (ec) throw std::system_error(ec);
+  return s;
+}
+
+void limiter::async_slot_step(on_backend_thread_t, std::string_view key,
+                              const concurrency_policy& p, slot_operation op, std::string_view id,
+                              slot_handler done) {
+  auto counters = slots_;
+  std::error_code ec = validate(key, p);
+  if (!ec && op == slot_operation::acquire) ec = errc::unsupported_operation;
+  if (!ec && !detail::parse_slot_id(id)) ec = errc::invalid_slot_id;
+  if (ec) {
+    detail::slot_counters::add(counters->invalid);
+    done(ec, slot_reply{});
+    return;
+  }
+  const slot_request request{op, id, p.limit, p.lease_ttl};
+  auto primary = slot_backend(false);
+  primary->async_slot(
+      key, request,
+      [counters = std::move(counters), fallback = slot_backend(true), k = std::string(key), p, op,
+       i = std::string(id), done = std::move(done)](std::error_code bec, slot_reply r) {
+        if (bec) {
+          counters->failed(bec);
+        } else {
+          counters->log.success();
+        }
+        // With `local`, the slot may be one the fallback gave while the backend failed.
+        if (p.on_failure == failure_mode::local && (bec || !r.held)) {
+          slot_reply lr;
+          const slot_request again{op, i, p.limit, p.lease_ttl};
+          if (!detail::slot_step_blocking(*fallback, k, again, lr) && (bec || lr.held)) {
+            if (bec) detail::slot_counters::add(counters->degraded_local);
+            bec = {};
+            r = lr;
+          }
+        }
+        if (op == slot_operation::release && !bec && r.held) {
+          detail::slot_counters::add(counters->released);
+        }
+        if (op == slot_operation::renew) {
+          detail::slot_counters::add(!bec && r.held ? counters->renewed : counters->renew_failures);
+        }
+        done(bec, r);
+      });
+}
+
+slot_reply limiter::slot_step(std::string_view key, const concurrency_policy& p, slot_operation op,
+                              std::string_view id, std::error_code& ec) {
+  struct waiter {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::error_code ec;
+    slot_reply r;
+  };
+  auto w = std::make_shared<waiter>();
+  async_slot_step(on_backend_thread, key, p, op, id, [w](std::error_code e, slot_reply r) {
+    std::lock_guard lock(w->mu);
+    w->ec = e;
+    w->r = r;
+    w->done = true;
+    w->cv.notify_one();
+  });
+  std::unique_lock lock(w->mu);
+  w->cv.wait(lock, [&] { return w->done; });
+  ec = w->ec;
+  return w->r;
+}
+
+sluice::slot_stats limiter::slot_stats() const noexcept {
+  const auto& c = *slots_;
+  constexpr auto r = std::memory_order_relaxed;
+  return {c.acquired.load(r),      c.refused.load(r),         c.released.load(r),
+          c.renewed.load(r),       c.renew_failures.load(r),  c.invalid.load(r),
+          c.degraded_open.load(r), c.degraded_closed.load(r), c.degraded_local.load(r),
+          c.backend_errors.load(r)};
+}
+
+}  // namespace sluice

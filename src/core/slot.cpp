@@ -1,0 +1,125 @@
+// sluice::slot and concurrency_policy's validation (sluice/concurrency.hpp).
+#include <sluice/concurrency.hpp>
+#include <sluice/error.hpp>
+
+#include <utility>
+
+#include "core/slot_support.hpp"
+
+namespace sluice {
+
+std::error_code validate(const concurrency_policy& p) noexcept {
+  if (p.limit < 1 || p.limit > max_concurrency_limit) return errc::invalid_limit;
+  if (p.lease_ttl.count() < 1 || p.lease_ttl > max_lease_ttl) return errc::invalid_lease_ttl;
+  return {};
+}
+
+std::error_code validate(std::string_view key, const concurrency_policy& p) noexcept {
+  if (auto ec = validate(p)) return ec;
+  if (key.empty()) return errc::empty_key;
+  if (key.size() > max_key_size) return errc::key_too_long;
+  return {};
+}
+
+slot::slot(slot&& other) noexcept
+    : counters_(std::move(other.counters_)),
+      on_(std::move(other.on_)),
+      key_(std::move(other.key_)),
+      id_(std::move(other.id_)),
+      lease_ttl_(other.lease_ttl_),
+      held_(other.held_),
+      degraded_(other.degraded_),
+      backend_error_(other.backend_error_),
+      in_flight_(other.in_flight_),
+      limit_(other.limit_),
+      retry_after_(other.retry_after_),
+      expires_in_(other.expires_in_) {
+  other.clear();
+}
+
+slot& slot::operator=(slot&& other) noexcept {
+  if (this != &other) {
+    release();
+    counters_ = std::move(other.counters_);
+    on_ = std::move(other.on_);
+    key_ = std::move(other.key_);
+    id_ = std::move(other.id_);
+    lease_ttl_ = other.lease_ttl_;
+    held_ = other.held_;
+    degraded_ = other.degraded_;
+    backend_error_ = other.backend_error_;
+    in_flight_ = other.in_flight_;
+    limit_ = other.limit_;
+    retry_after_ = other.retry_after_;
+    expires_in_ = other.expires_in_;
+    other.clear();
+  }
+  return *this;
+}
+
+slot::~slot() { release(); }
+
+void slot::clear() noexcept {
+  held_ = false;
+  on_.reset();
+  id_.clear();
+  expires_in_ = std::chrono::milliseconds{0};
+}
+
+void slot::release() noexcept {
+  if (!held_) return;
+  if (counters_) detail::slot_counters::add(counters_->released);
+  if (on_) {
+    try {
+      const slot_request r{slot_operation::release, id_, 0, std::chrono::milliseconds{0}};
+      // Not waited for: the answer only says whether it was still held.
+      on_->async_slot(key_, r, [c = counters_](std::error_code ec, slot_reply) {
+        // A backend going away drops what is queued: not trouble worth a log line.
+        if (ec && ec != errc::backend_shutting_down && c) c->failed(ec);
+      });
+    } catch (...) {
+      // No memory to send it: the lease ends by itself.
+    }
+  }
+  clear();
+}
+
+bool slot::renew(std::error_code& ec) {
+  ec.clear();
+  if (!held_) return false;
+  if (!on_) return true;  // degraded `open`: no backend holds it, nothing can take it
+  slot_reply r;
+  ec = detail::slot_step_blocking(*on_, key_,
+                                  slot_request{slot_operation::renew, id_, limit_, lease_ttl_}, r);
+  if (ec) {
+    if (counters_) {
+      detail::slot_counters::add(counters_->renew_failures);
+      counters_->failed(ec);
+    }
+    return false;
+  }
+  if (counters_) counters_->log.success();
+  in_flight_ = r.in_flight;
+  if (!r.held) {
+    // Its lease had ended: whoever holds a slot of this key now is not this holder.
+    if (counters_) detail::slot_counters::add(counters_->renew_failures);
+    clear();
+    return false;
+  }
+  if (counters_) detail::slot_counters::add(counters_->renewed);
+  expires_in_ = r.expires_in;
+  return true;
+}
+
+bool slot::renew() {
+  std::error_code ec;
+  return renew(ec);
+}
+
+std::string slot::detach() noexcept {
+  std::string id = on_ ? std::move(id_) : std::string();
+  clear();
+  return id;
+}
+
+}  // namespace sluice

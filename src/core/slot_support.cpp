@@ -1,0 +1,95 @@
+#include "core/slot_support.hpp"
+
+#include <pthread.h>
+#include <sys/random.h>
+
+#include <array>
+#include <cerrno>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+
+#include "algorithm/slots.hpp"
+
+namespace sluice::detail {
+namespace {
+
+// Raised in a forked child: a thread's pool of random words, copied from the parent, must
+// not hand the child the ids the parent hands out too.
+std::atomic<std::uint64_t> fork_generation{0};
+
+void slot_ids_after_fork_in_child() noexcept {
+  fork_generation.fetch_add(1, std::memory_order_relaxed);
+}
+
+void fill_random(void* p, std::size_t n) {
+  auto* at = static_cast<unsigned char*>(p);
+  while (n > 0) {
+    const auto got = ::getrandom(at, n, 0);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      throw std::system_error(errno, std::generic_category(), "getrandom");
+    }
+    at += got;
+    n -= static_cast<std::size_t>(got);
+  }
+}
+
+// One getrandom(2) call per 32 ids: a system call per acquire would cost more than the
+// memory backend's whole step.
+struct random_pool {
+  std::array<std::uint64_t, 64> words{};
+  std::size_t next = 64;
+  std::uint64_t generation = 0;
+};
+
+}  // namespace
+
+std::string new_slot_id() {
+  static const int registered = ::pthread_atfork(nullptr, nullptr, slot_ids_after_fork_in_child);
+  (void)registered;
+  thread_local random_pool pool;
+  const auto generation = fork_generation.load(std::memory_order_relaxed);
+  if (pool.next + 2 > pool.words.size() || pool.generation != generation) {
+    fill_random(pool.words.data(), sizeof pool.words);
+    pool.next = 0;
+    pool.generation = generation;
+  }
+  // As to_hex() writes it (16 lowercase digits of each word, high word first), without
+  // snprintf: this is on every acquire.
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string hex(32, '0');
+  for (std::size_t w = 0; w < 2; ++w) {
+    std::uint64_t v = pool.words[pool.next + w];
+    for (std::size_t i = 0; i < 16; ++i, v >>= 4) hex[w * 16 + 15 - i] = digits[v & 0xf];
+    // Handed out once: wiped, so that nothing later reads it from this pool.
+    pool.words[pool.next + w] = 0;
+  }
+  pool.next += 2;
+  return hex;
+}
+
+std::error_code slot_step_blocking(backend& b, std::string_view key, const slot_request& request,
+                                   slot_reply& out) {
+  struct waiter {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::error_code ec;
+    slot_reply reply;
+  };
+  auto w = std::make_shared<waiter>();
+  b.async_slot(key, request, [w](std::error_code ec, slot_reply r) {
+    std::lock_guard lock(w->mu);
+    w->ec = ec;
+    w->reply = r;
+    w->done = true;
+    w->cv.notify_one();
+  });
+  std::unique_lock lock(w->mu);
+  w->cv.wait(lock, [&] { return w->done; });
+  out = w->reply;
+  return w->ec;
+}
+
+}  // namespace sluice::detail

@@ -1,0 +1,45 @@
+#pragma once
+// What the limiter's concurrency limits (limiter_slots.cpp) and sluice::slot (slot.cpp)
+// share, private: the counters behind limiter::slot_stats(), slot ids, and one slot step
+// waited for.
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include <sluice/backend.hpp>
+
+#include "core/burst_log.hpp"
+
+namespace sluice::detail {
+
+/// A limiter's concurrency counters (sluice::slot_stats), shared by its copies and by the
+/// slots it handed out (a slot counts its release and renewals after the limiter is gone).
+struct slot_counters {
+  std::atomic<std::uint64_t> acquired{0}, refused{0}, released{0}, renewed{0}, renew_failures{0},
+      invalid{0}, degraded_open{0}, degraded_closed{0}, degraded_local{0}, backend_errors{0};
+  burst_log log{"sluice backend (concurrency limits)"};
+
+  static void add(std::atomic<std::uint64_t>& c) noexcept {
+    c.fetch_add(1, std::memory_order_relaxed);
+  }
+  /// A step the backend failed (`ec`): counted and logged once per burst.
+  void failed(std::error_code ec) noexcept {
+    add(backend_errors);
+    log.failure(ec);
+  }
+};
+
+/// A new slot id: 32 lowercase hex digits of 128 bits from the kernel's CSPRNG
+/// (getrandom(2)), drawn in blocks per thread; a forked child draws afresh, so parent and
+/// child never hand out the same ids. Thread-safe. Throws std::system_error if the kernel
+/// has no random bytes to give (no getrandom(2): Linux < 3.17).
+std::string new_slot_id();
+
+/// One step on `b`, waited for: what `b` answered, or its error. Must not be called from a
+/// thread that `b`'s I/O runs on (the answer would wait for this thread).
+std::error_code slot_step_blocking(backend& b, std::string_view key, const slot_request& request,
+                                   slot_reply& out);
+
+}  // namespace sluice::detail
