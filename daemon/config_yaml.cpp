@@ -205,18 +205,34 @@ std::chrono::milliseconds window_of(const reader& r, const YAML::Node& n,
   return *d;
 }
 
-// `lease_ttl`: 0 (no leases), or a duration up to an hour, as `window` is written.
+// A lease (a concurrency policy's `lease_ttl`): a duration such as 30s or, unquoted, a whole
+// number of milliseconds; 1 ms..1 h.
+std::chrono::milliseconds lease_of(const reader& r, const YAML::Node& n, const std::string& field) {
+  const auto s = r.scalar(n, field);
+  const auto out_of_range =
+      "must be 1ms..1h (1.." + std::to_string(max_lease_ttl.count()) + " milliseconds), got " + s;
+  const bool digits =
+      !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (digits && n.Tag() != "!") {
+    std::int64_t ms = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), ms);
+    if (ec != std::errc{} || end != s.data() + s.size() || ms < 1 || ms > max_lease_ttl.count())
+      r.fail(n, field, out_of_range);
+    return std::chrono::milliseconds{ms};
+  }
+  std::string why;
+  const auto d = http::parse_duration(s, &why);
+  if (!d && why.find("is not a duration") != std::string::npos)
+    r.fail(n, field, why + ", or a whole number of milliseconds");
+  if (!d || *d > max_lease_ttl) r.fail(n, field, out_of_range);
+  return *d;
+}
+
+// A rate policy's `lease_ttl` (quota leases): 0, the default (none), or a lease as above.
 std::chrono::milliseconds lease_ttl_of(const reader& r, const YAML::Node& n,
                                        const std::string& field) {
-  const auto s = r.scalar(n, field);
-  if (s == "0" && n.Tag() != "!") return std::chrono::milliseconds{0};
-  const auto d = window_of(r, n, field);
-  if (d > max_lease_ttl) {
-    r.fail(n, field,
-           "must be 0 (no leases) or 1ms..1h (" + std::to_string(max_lease_ttl.count()) +
-               " milliseconds), got " + s);
-  }
-  return d;
+  if (r.scalar(n, field) == "0" && n.Tag() != "!") return std::chrono::milliseconds{0};
+  return lease_of(r, n, field);
 }
 
 void parse_policy(const reader& r, const YAML::Node& n, const std::string& field,
@@ -282,29 +298,6 @@ bool is_concurrency(const YAML::Node& n) {
          n["algorithm"].Scalar() == "concurrency";
 }
 
-// `lease_ttl`: a duration such as 30s or, unquoted, a whole number of milliseconds; 1 ms..1 h.
-std::chrono::milliseconds lease_ttl_of(const reader& r, const YAML::Node& n,
-                                       const std::string& field) {
-  const auto s = r.scalar(n, field);
-  const auto out_of_range =
-      "must be 1ms..1h (1.." + std::to_string(max_lease_ttl.count()) + " milliseconds), got " + s;
-  const bool digits =
-      !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-  if (digits && n.Tag() != "!") {
-    std::int64_t ms = 0;
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), ms);
-    if (ec != std::errc{} || end != s.data() + s.size() || ms < 1 || ms > max_lease_ttl.count())
-      r.fail(n, field, out_of_range);
-    return std::chrono::milliseconds{ms};
-  }
-  std::string why;
-  const auto d = http::parse_duration(s, &why);
-  if (!d && why.find("is not a duration") != std::string::npos)
-    r.fail(n, field, why + ", or a whole number of milliseconds");
-  if (!d || *d > max_lease_ttl) r.fail(n, field, out_of_range);
-  return *d;
-}
-
 void parse_concurrency_policy(const reader& r, const YAML::Node& n, const std::string& field,
                               failure_mode default_mode, concurrency_policy& p) {
   r.only_keys(n, field, {"algorithm", "limit", "lease_ttl", "on_backend_failure"});
@@ -312,7 +305,7 @@ void parse_concurrency_policy(const reader& r, const YAML::Node& n, const std::s
   auto limit = n["limit"];
   if (!limit) r.fail(n, field + ".limit", "is required for concurrency");
   p.limit = r.integer<std::uint64_t>(limit, field + ".limit", 1, max_concurrency_limit);
-  if (auto t = n["lease_ttl"]) p.lease_ttl = lease_ttl_of(r, t, field + ".lease_ttl");
+  if (auto t = n["lease_ttl"]) p.lease_ttl = lease_of(r, t, field + ".lease_ttl");
   if (auto m = n["on_backend_failure"]) p.on_failure = r.mode(m, field + ".on_backend_failure");
 }
 

@@ -564,8 +564,8 @@ policies:
     return std::string(error_of("listen: 127.0.0.1:8080\npolicies:\n  p:\n" + policy_yaml).what());
   };
   EXPECT_EQ(what("    capacity: 5\n    refill_per_second: 1\n    lease_ttl: 2h\n"),
-            "test.yaml:6: policies.p.lease_ttl: must be 0 (no leases) or 1ms..1h (3600000 "
-            "milliseconds), got 2h");
+            "test.yaml:6: policies.p.lease_ttl: must be 1ms..1h (1..3600000 milliseconds), got "
+            "2h");
   EXPECT_NE(what("    capacity: 5\n    refill_per_second: 1\n    lease_ttl: soon\n")
                 .find("test.yaml:6: policies.p.lease_ttl: \"soon\" is not a duration"),
             std::string::npos);
