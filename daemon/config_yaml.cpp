@@ -181,19 +181,20 @@ bool is_token(std::string_view s) {
 constexpr std::string_view algorithm_names =
     "token_bucket, gcra, sliding_window, sliding_window_counter or fixed_window";
 
-// `window`: a duration such as 1m (see http::parse_duration) or, unquoted, a whole number of
-// milliseconds; 1 ms..366 days either way.
-std::chrono::milliseconds window_of(const reader& r, const YAML::Node& n,
-                                    const std::string& field) {
+// A duration such as 1m (see http::parse_duration) or, unquoted, a whole number of
+// milliseconds; 1 ms..`most` either way (`most_text`: the bound as written, e.g. "366d").
+std::chrono::milliseconds duration_of(const reader& r, const YAML::Node& n,
+                                      const std::string& field, std::chrono::milliseconds most,
+                                      std::string_view most_text) {
   const auto s = r.scalar(n, field);
-  const auto out_of_range =
-      "must be 1ms..366d (1.." + std::to_string(max_window.count()) + " milliseconds), got " + s;
+  const auto out_of_range = "must be 1ms.." + std::string(most_text) + " (1.." +
+                            std::to_string(most.count()) + " milliseconds), got " + s;
   const bool digits =
       !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
   if (digits && n.Tag() != "!") {
     std::int64_t ms = 0;
     const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), ms);
-    if (ec != std::errc{} || end != s.data() + s.size() || ms < 1 || ms > max_window.count())
+    if (ec != std::errc{} || end != s.data() + s.size() || ms < 1 || ms > most.count())
       r.fail(n, field, out_of_range);
     return std::chrono::milliseconds{ms};
   }
@@ -201,31 +202,19 @@ std::chrono::milliseconds window_of(const reader& r, const YAML::Node& n,
   const auto d = http::parse_duration(s, &why);
   if (!d && why.find("is not a duration") != std::string::npos)
     r.fail(n, field, why + ", or a whole number of milliseconds");
-  if (!d || *d > max_window) r.fail(n, field, out_of_range);  // 0s, or past 2^63 ms
+  if (!d || *d > most) r.fail(n, field, out_of_range);  // 0s, or past 2^63 ms
   return *d;
 }
 
-// A lease (a concurrency policy's `lease_ttl`): a duration such as 30s or, unquoted, a whole
-// number of milliseconds; 1 ms..1 h.
+// `window`: 1 ms..366 days.
+std::chrono::milliseconds window_of(const reader& r, const YAML::Node& n,
+                                    const std::string& field) {
+  return duration_of(r, n, field, max_window, "366d");
+}
+
+// A lease (a concurrency policy's `lease_ttl`): 1 ms..1 h.
 std::chrono::milliseconds lease_of(const reader& r, const YAML::Node& n, const std::string& field) {
-  const auto s = r.scalar(n, field);
-  const auto out_of_range =
-      "must be 1ms..1h (1.." + std::to_string(max_lease_ttl.count()) + " milliseconds), got " + s;
-  const bool digits =
-      !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-  if (digits && n.Tag() != "!") {
-    std::int64_t ms = 0;
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), ms);
-    if (ec != std::errc{} || end != s.data() + s.size() || ms < 1 || ms > max_lease_ttl.count())
-      r.fail(n, field, out_of_range);
-    return std::chrono::milliseconds{ms};
-  }
-  std::string why;
-  const auto d = http::parse_duration(s, &why);
-  if (!d && why.find("is not a duration") != std::string::npos)
-    r.fail(n, field, why + ", or a whole number of milliseconds");
-  if (!d || *d > max_lease_ttl) r.fail(n, field, out_of_range);
-  return *d;
+  return duration_of(r, n, field, max_lease_ttl, "1h");
 }
 
 // A rate policy's `lease_ttl` (quota leases): 0, the default (none), or a lease as above.
