@@ -60,7 +60,7 @@ const admin = { headers: { Authorization: `Bearer ${token}` } };
 
 function assertProblem(res, status, error) {
   assert.equal(res.status, status, JSON.stringify(res.data));
-  assert.match(res.headers['content-type'], /^application\/problem\+json/);
+  assert.ok(String(res.headers['content-type']).startsWith(problemJson));
   assert.equal(res.data.status, status);
   if (error) assert.equal(res.data.error, error, JSON.stringify(res.data));
 }
@@ -216,7 +216,7 @@ async function forwardAuth(c) {
   assert.equal(denied.status, 429);
   assert.equal(denied.headers['x-ratelimit-remaining'], '0');
   assert.ok(retryAfter(denied) > 0);
-  assert.match(denied.headers['content-type'], /^application\/problem\+json/);
+  assert.ok(String(denied.headers['content-type']).startsWith(problemJson));
   assert.equal(denied.data.status, 429);
   assert.equal(denied.data.type, 'https://iana.org/assignments/http-problem-types#quota-exceeded');
   // Another client and a path no rule matches are still let through.
