@@ -32,6 +32,7 @@ void service::handle_health(const http_request& req, const responder& done) {
 void service::handle_metrics(const http_request& req, const runtime& rt, const responder& done) {
   metrics_.backend_counters(rt.backend_stats());
   metrics_.limiter_counters(rt.limiter_stats());
+  metrics_.lease_counters(rt.lease_stats_by_policy());
   done(plain(200, metrics_.serialize(), "text/plain; version=0.0.4; charset=utf-8", req.version()));
 }
 

@@ -45,6 +45,12 @@ std::string_view series_key(const Values&... values) {
 // log line show one value alike; it is one-to-one, so two values never share a series.
 std::string label(std::string_view v) { return is_printable(v) ? std::string(v) : printable(v); }
 
+// Moves a counter exported from someone else's count (`now`, `before` at the last scrape)
+// forward; a count that went down was replaced (a reload's new backend), so all of it is new.
+void advance(prometheus::Counter& c, std::uint64_t now, std::uint64_t before) {
+  c.Increment(static_cast<double>(now >= before ? now - before : now));
+}
+
 // Family::Add locks the family and builds a std::map of label strings on every call, which
 // on the request path cost more than the decision itself. Series are never removed, so a
 // pointer found once stays valid: look it up under a shared lock, add it once.
@@ -504,9 +510,6 @@ void metrics::internal_error(std::string_view where) {
 void metrics::backend_counters(const backend_stats& s) {
   std::lock_guard lock(backend_mu_);
   const auto& last = last_backend_;
-  auto advance = [](prometheus::Counter& c, std::uint64_t now, std::uint64_t before) {
-    c.Increment(static_cast<double>(now >= before ? now - before : now));
-  };
   f_->backend_in_flight.Add({}).Set(static_cast<double>(s.in_flight));
   f_->backend_connected.Add({}).Set(s.up ? 1 : 0);
   advance(f_->script_calls.Add({}), s.script_calls, last.script_calls);
@@ -531,21 +534,30 @@ void metrics::backend_counters(const backend_stats& s) {
 void metrics::limiter_counters(const limiter_stats& s) {
   std::lock_guard lock(backend_mu_);
   const auto& last = last_limiter_;
-  auto advance = [](prometheus::Counter& c, std::uint64_t now, std::uint64_t before) {
-    c.Increment(static_cast<double>(now >= before ? now - before : now));
-  };
   advance(f_->cached_denials_evicted.Add({}), s.cached_denials_evicted,
           last.cached_denials_evicted);
   advance(f_->cached_denials.Add({}), s.cached_denials, last.cached_denials);
-  advance(f_->leases.Add({{"result", "granted"}}), s.leases, last.leases);
-  advance(f_->leases.Add({{"result", "denied"}}), s.lease_denials, last.lease_denials);
-  advance(f_->lease_units.Add({{"event", "leased"}}), s.leased_units, last.leased_units);
-  advance(f_->lease_units.Add({{"event", "expired"}}), s.lease_units_expired,
-          last.lease_units_expired);
-  advance(f_->lease_units.Add({{"event", "returned"}}), s.lease_units_returned,
-          last.lease_units_returned);
-  advance(f_->leased_decisions.Add({}), s.leased_decisions, last.leased_decisions);
   last_limiter_ = s;
+}
+
+void metrics::lease_counters(const std::vector<std::pair<std::string, lease_stats>>& by_policy) {
+  std::lock_guard lock(backend_mu_);
+  for (const auto& [name, s] : by_policy) {
+    auto& last = last_leases_[name];
+    const auto policy = label(name);
+    advance(f_->leases.Add({{"policy", policy}, {"result", "granted"}}), s.leases, last.leases);
+    advance(f_->leases.Add({{"policy", policy}, {"result", "denied"}}), s.lease_denials,
+            last.lease_denials);
+    advance(f_->lease_units.Add({{"policy", policy}, {"event", "leased"}}), s.leased_units,
+            last.leased_units);
+    advance(f_->lease_units.Add({{"policy", policy}, {"event", "expired"}}), s.lease_units_expired,
+            last.lease_units_expired);
+    advance(f_->lease_units.Add({{"policy", policy}, {"event", "returned"}}),
+            s.lease_units_returned, last.lease_units_returned);
+    advance(f_->leased_decisions.Add({{"policy", policy}}), s.leased_decisions,
+            last.leased_decisions);
+    last = s;
+  }
 }
 
 std::string metrics::serialize() const {

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -94,6 +95,9 @@ class metrics {
   /// The limiters' counters that sluiced does not count itself, at a scrape, exported as
   /// backend_counters() exports the backend's (the library counts, the daemon exports).
   void limiter_counters(const limiter_stats& s);
+  /// Quota leases per policy (runtime::lease_stats_by_policy), at a scrape, exported as
+  /// limiter_counters() exports its counters.
+  void lease_counters(const std::vector<std::pair<std::string, lease_stats>>& by_policy);
 
   /// What a concurrency limit's step did under `policy` (slot_metrics.cpp): `event` is
   /// `acquired`, `refused`, `released` or `renew_failed`; `in_flight` is the holders the
@@ -111,9 +115,10 @@ class metrics {
  private:
   struct families;
   std::atomic<std::size_t> max_rls_series_{10'000};
-  std::mutex backend_mu_;  // guards last_backend_ and last_limiter_
+  std::mutex backend_mu_;  // guards last_backend_, last_limiter_ and last_leases_
   backend_stats last_backend_;
   limiter_stats last_limiter_;
+  std::map<std::string, lease_stats, std::less<>> last_leases_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<families> f_;
   // The concurrency limits' families, registered on first use (slot_metrics.cpp).

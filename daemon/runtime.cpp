@@ -3,6 +3,7 @@
 // change it, and SIGHUP's reload.
 #include "service.hpp"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,8 @@
 #include <sluice/memory_backend.hpp>
 #include <sluice/redis_backend.hpp>
 
+#include "core/lease_counters.hpp"
+#include "envoy/rls_config.hpp"
 #include "safe_log.hpp"
 
 namespace sluice::daemon {
@@ -74,6 +77,53 @@ sluice::limiter_stats runtime::limiter_stats() const noexcept {
     sum.leased_decisions += s.leased_decisions;
   }
   return sum;
+}
+
+namespace {
+
+// Adds the stat keys of the RLS descriptors under `ds` that lease as `p` does.
+void rls_names_of(const std::vector<envoy::rls_descriptor_config>& ds, const policy& p,
+                  std::vector<std::string>& names) {
+  for (const auto& d : ds) {
+    if (d.rate_limit && d.rate_limit->lease_ttl.count() > 0 &&
+        detail::same_lease_limit(d.rate_limit->policy, p))
+      names.push_back(d.full_key);
+    rls_names_of(d.descriptors, p, names);
+  }
+}
+
+std::string lease_label(const config& c, const policy& p) {
+  std::vector<std::string> names;
+  for (const auto& [name, q] : c.policies)
+    if (q.lease_ttl.count() > 0 && detail::same_lease_limit(q, p)) names.push_back(name);
+  if (c.envoy_rls.limits)
+    for (const auto& [domain, d] : c.envoy_rls.limits->domains)
+      rls_names_of(d.descriptors, p, names);
+  if (names.empty()) return "(previous config)";
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ",") + n;
+  return out;
+}
+
+void add(lease_stats& sum, const lease_stats& s) {
+  sum.leases += s.leases;
+  sum.lease_denials += s.lease_denials;
+  sum.leased_units += s.leased_units;
+  sum.lease_units_expired += s.lease_units_expired;
+  sum.lease_units_returned += s.lease_units_returned;
+  sum.leased_decisions += s.leased_decisions;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, lease_stats>> runtime::lease_stats_by_policy() const {
+  std::vector<limiter*> lims;
+  for (const auto& tl : thread_limiters) lims.push_back(tl.second.get());
+  if (lims.empty()) lims.push_back(lim.get());
+  std::map<std::string, lease_stats, std::less<>> by_label;
+  for (auto* l : lims)
+    for (const auto& [p, s] : l->lease_stats_by_policy()) add(by_label[lease_label(cfg, p)], s);
+  return {by_label.begin(), by_label.end()};
 }
 
 limiter& runtime::limiter_here() const noexcept {

@@ -3,6 +3,7 @@
 // and the backend's counters summed over them. service (service.hpp) builds one at start-up
 // and on each reload (runtime.cpp), and every request reads the one in force.
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -34,6 +35,11 @@ struct runtime {
   sluice::backend_stats backend_stats() const noexcept;
   /// The limiters' counters, summed over the per-thread limiters.
   sluice::limiter_stats limiter_stats() const noexcept;
+  /// Quota leases per policy, summed over the per-thread limiters, by the name the policy has
+  /// in this config: its `policies:` name, or its RLS descriptor's stat key ("domain.key_value");
+  /// names that lease alike are joined by ",". A policy of an earlier config (the limiter
+  /// outlives reloads) is "(previous config)".
+  std::vector<std::pair<std::string, sluice::lease_stats>> lease_stats_by_policy() const;
 };
 
 }  // namespace sluice::daemon

@@ -32,6 +32,17 @@ struct on_backend_thread_t {
 };
 inline constexpr on_backend_thread_t on_backend_thread{};
 
+/// What quota leases (policy::lease_ttl; docs/LEASES.md) did for one policy:
+/// limiter::lease_stats_by_policy(). Monotonic. The fields mean what limiter_stats' do.
+struct lease_stats {
+  std::uint64_t leases = 0;
+  std::uint64_t lease_denials = 0;
+  std::uint64_t leased_units = 0;
+  std::uint64_t lease_units_expired = 0;
+  std::uint64_t lease_units_returned = 0;
+  std::uint64_t leased_decisions = 0;
+};
+
 /// Counts of what a limiter did, for metrics. Monotonic; read with limiter::stats().
 struct limiter_stats {
   std::uint64_t allowed = 0;
@@ -273,6 +284,11 @@ class limiter {
   }
 
   limiter_stats stats() const noexcept;
+  /// Quota leases per policy: each policy that has leased (told apart by what leases
+  /// depend on: algorithm, capacity, refill, limit, window and lease_ttl), in the order it
+  /// first leased, with its counters. The first 1,024 such policies are kept apart; the
+  /// leases of any after them count in stats() only.
+  std::vector<std::pair<policy, lease_stats>> lease_stats_by_policy() const;
   /// The primary backend's counters (Redis calls, batching, redirections, failovers).
   sluice::backend_stats backend_stats() const noexcept;
 

@@ -12,13 +12,6 @@ constexpr std::size_t shard_count = 16;
 // How often ended leases of keys nobody checks are given back, at most.
 constexpr std::int64_t sweep_every_ms = 20;
 
-// Two policies that lease the same way: what a ledger and its units depend on.
-bool same_limit(const policy& a, const policy& b) noexcept {
-  return a.algorithm == b.algorithm && a.capacity == b.capacity &&
-         a.refill_per_second == b.refill_per_second && a.limit == b.limit && a.window == b.window &&
-         a.lease_ttl == b.lease_ttl;
-}
-
 // An id for this table among a key's askers: random, so that two processes never share one.
 std::string random_instance_id() {
   std::random_device rd;
@@ -44,31 +37,36 @@ std::int64_t min_denial_hold_ms(const policy& p) noexcept {
 
 }  // namespace
 
-lease_table::entry::entry(const policy& limit)
-    : p(limit), ledger(limit.lease_ttl.count(), limit_of(limit), min_denial_hold_ms(limit)) {}
+lease_table::entry::entry(const policy& limit, std::shared_ptr<lease_policy_counts> c)
+    : p(limit),
+      counts(std::move(c)),
+      ledger(limit.lease_ttl.count(), limit_of(limit), min_denial_hold_ms(limit)) {}
 
 lease_table::lease_table(std::shared_ptr<backend> primary, std::shared_ptr<const clock> time_source)
     : primary_(std::move(primary)),
       clock_(std::move(time_source)),
       instance_(random_instance_id()),
-      shards_(shard_count),
-      returned_units_(std::make_shared<std::atomic<std::uint64_t>>(0)) {}
+      shards_(shard_count) {}
 
 lease_table::~lease_table() {
   // No ask is in flight (each holds the table), so no check waits: give back what is held.
   for (auto& s : shards_) {
     std::lock_guard lock(s.mu);
-    for (auto& [key, e] : s.map) {
-      for (const auto& lot : e->ledger.take_all()) {
-        expired_units_.fetch_add(static_cast<std::uint64_t>(lot.units), std::memory_order_relaxed);
-        primary_->async_lease_return(key, e->p, static_cast<std::uint64_t>(lot.units),
-                                     lot.granted_at_ms,
-                                     [n = static_cast<std::uint64_t>(lot.units),
-                                      returned = returned_units_](std::error_code ec, decision) {
-                                       if (!ec) returned->fetch_add(n, std::memory_order_relaxed);
-                                     });
-      }
-    }
+    for (auto& [key, e] : s.map) give_back(key, e->p, e->counts, e->ledger.take_all());
+  }
+}
+
+void lease_table::give_back(const std::string& key, const policy& p,
+                            const std::shared_ptr<lease_policy_counts>& counts,
+                            const std::vector<lease_lot>& lots) {
+  for (const auto& lot : lots) {
+    const auto n = static_cast<std::uint64_t>(lot.units);
+    counts->expired_units.fetch_add(n, std::memory_order_relaxed);
+    primary_->async_lease_return(key, p, n, lot.granted_at_ms,
+                                 [n, counts](std::error_code ec, decision) {
+                                   if (!ec)
+                                     counts->returned_units.fetch_add(n, std::memory_order_relaxed);
+                                 });
   }
 }
 
@@ -84,20 +82,19 @@ lease_table::entry& lease_table::entry_for(shard& s, std::string_view key, const
                                            std::int64_t now, after_unlock& later) {
   auto it = s.map.find(key);
   if (it == s.map.end()) {
-    it = s.map.emplace(std::string(key), std::make_unique<entry>(p)).first;
+    it = s.map.emplace(std::string(key), std::make_unique<entry>(p, counters_.of(p))).first;
     it->second->last_used_ms = now;
     return *it->second;
   }
   auto& e = it->second;
-  if (!same_limit(e->p, p)) {
+  if (!same_lease_limit(e->p, p)) {
     // The policy changed (a reload): give back what was leased under the old one; the
     // checks that wait keep waiting for the ask in flight, whose grant the new ledger takes.
     later.key = std::string(key);
     later.returns_policy = e->p;
+    later.returns_counts = e->counts;
     later.returns = e->ledger.take_all();
-    for (const auto& lot : later.returns)
-      expired_units_.fetch_add(static_cast<std::uint64_t>(lot.units), std::memory_order_relaxed);
-    auto fresh = std::make_unique<entry>(p);
+    auto fresh = std::make_unique<entry>(p, counters_.of(p));
     fresh->waiters = std::move(e->waiters);
     e = std::move(fresh);
   }
@@ -157,17 +154,19 @@ std::optional<decision> lease_table::decide_here(std::string_view key, const pol
     e.last_used_ms = now;
     e.ledger.note_demand(static_cast<std::int64_t>(cost), now);
     if (auto ended = e.ledger.take_ended(now); !ended.empty()) {
-      for (const auto& lot : ended)
-        expired_units_.fetch_add(static_cast<std::uint64_t>(lot.units), std::memory_order_relaxed);
+      // Of the policy in force: after a policy change (entry_for) the ledger is new.
       later.key = std::string(key);
       later.returns_policy = e.p;
+      later.returns_counts = e.counts;
       later.returns.insert(later.returns.end(), ended.begin(), ended.end());
     }
     // Checks that wait are served first: nothing overtakes them.
     if (e.waiters.empty()) d = try_local(e, cost, now);
-    if (d) maybe_ask(e, key, now, 0, cost, later);
+    if (d) {
+      e.counts->local_decisions.fetch_add(1, std::memory_order_relaxed);
+      maybe_ask(e, key, now, 0, cost, later);
+    }
   }
-  if (d) local_decisions_.fetch_add(1, std::memory_order_relaxed);
   run(later);
   return d;
 }
@@ -183,7 +182,7 @@ void lease_table::decide_later(std::string_view key, const policy& p, std::uint6
     std::optional<decision> d;
     if (e.waiters.empty()) d = try_local(e, cost, now);
     if (d) {
-      local_decisions_.fetch_add(1, std::memory_order_relaxed);
+      e.counts->local_decisions.fetch_add(1, std::memory_order_relaxed);
       later.completions.emplace_back(std::move(done), *d);
       maybe_ask(e, key, now, 0, cost, later);
     } else {
@@ -197,14 +196,8 @@ void lease_table::decide_later(std::string_view key, const policy& p, std::uint6
 }
 
 void lease_table::run(after_unlock& later) {
-  for (const auto& lot : later.returns) {
-    primary_->async_lease_return(later.key, later.returns_policy,
-                                 static_cast<std::uint64_t>(lot.units), lot.granted_at_ms,
-                                 [n = static_cast<std::uint64_t>(lot.units),
-                                  returned = returned_units_](std::error_code ec, decision) {
-                                   if (!ec) returned->fetch_add(n, std::memory_order_relaxed);
-                                 });
-  }
+  if (!later.returns.empty())
+    give_back(later.key, later.returns_policy, later.returns_counts, later.returns);
   if (later.ask) {
     primary_->async_lease(later.key, later.p, *later.ask,
                           [self = shared_from_this(), key = later.key](
@@ -237,8 +230,9 @@ void lease_table::on_granted(const std::string& key, std::error_code ec, const l
       e.waiters.clear();
     } else {
       e.last = g.d;
-      (g.granted > 0 ? leases_ : lease_denials_).fetch_add(1, std::memory_order_relaxed);
-      leased_units_.fetch_add(g.granted, std::memory_order_relaxed);
+      (g.granted > 0 ? e.counts->leases : e.counts->lease_denials)
+          .fetch_add(1, std::memory_order_relaxed);
+      e.counts->leased_units.fetch_add(g.granted, std::memory_order_relaxed);
       // The checks that waited, in order, as far as the grant goes: decided by it whenever it
       // arrived, as a check is by its reply. The rest of the grant is held.
       std::int64_t waiting = 0;
@@ -294,46 +288,35 @@ void lease_table::forget(std::string_view key) {
   // Not given back: the key's state was changed under them (a reset would take them as a
   // refund of units it never lent).
   for (const auto& lot : e->ledger.take_all())
-    expired_units_.fetch_add(static_cast<std::uint64_t>(lot.units), std::memory_order_relaxed);
-  auto fresh = std::make_unique<entry>(e->p);
+    e->counts->expired_units.fetch_add(static_cast<std::uint64_t>(lot.units),
+                                       std::memory_order_relaxed);
+  auto fresh = std::make_unique<entry>(e->p, e->counts);
   fresh->waiters = std::move(e->waiters);
   e = std::move(fresh);
 }
 
 void lease_table::sweep(std::int64_t now) {
-  for (auto& s : shards_) {
-    std::vector<std::pair<std::string, policy>> keys;
+  struct ended {
+    std::string key;
+    policy p;
+    std::shared_ptr<lease_policy_counts> counts;
     std::vector<lease_lot> lots;
+  };
+  for (auto& s : shards_) {
+    std::vector<ended> returns;
     {
       std::lock_guard lock(s.mu);
       for (auto it = s.map.begin(); it != s.map.end();) {
         auto& e = *it->second;
-        for (const auto& lot : e.ledger.take_ended(now)) {
-          expired_units_.fetch_add(static_cast<std::uint64_t>(lot.units),
-                                   std::memory_order_relaxed);
-          keys.emplace_back(it->first, e.p);
-          lots.push_back(lot);
-        }
+        if (auto lots = e.ledger.take_ended(now); !lots.empty())
+          returns.push_back({it->first, e.p, e.counts, std::move(lots)});
         const bool idle = e.waiters.empty() && !e.ledger.asking() && e.ledger.held(now) == 0 &&
                           now - e.last_used_ms > 2 * e.p.lease_ttl.count();
         it = idle ? s.map.erase(it) : std::next(it);
       }
     }
-    for (std::size_t i = 0; i < lots.size(); ++i) {
-      primary_->async_lease_return(keys[i].first, keys[i].second,
-                                   static_cast<std::uint64_t>(lots[i].units), lots[i].granted_at_ms,
-                                   [n = static_cast<std::uint64_t>(lots[i].units),
-                                    returned = returned_units_](std::error_code ec, decision) {
-                                     if (!ec) returned->fetch_add(n, std::memory_order_relaxed);
-                                   });
-    }
+    for (const auto& r : returns) give_back(r.key, r.p, r.counts, r.lots);
   }
-}
-
-lease_counts lease_table::counts() const noexcept {
-  constexpr auto r = std::memory_order_relaxed;
-  return {leases_.load(r),        lease_denials_.load(r),   leased_units_.load(r),
-          expired_units_.load(r), returned_units_->load(r), local_decisions_.load(r)};
 }
 
 }  // namespace sluice::detail

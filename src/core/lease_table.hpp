@@ -33,19 +33,10 @@
 
 #include "core/string_hash.hpp"
 
+#include "core/lease_counters.hpp"
 #include "core/lease_ledger.hpp"
 
 namespace sluice::detail {
-
-/// What the table did, for limiter_stats. Monotonic.
-struct lease_counts {
-  std::uint64_t leases = 0;           ///< asks granted
-  std::uint64_t lease_denials = 0;    ///< asks denied (the limit was used up)
-  std::uint64_t leased_units = 0;     ///< units granted
-  std::uint64_t expired_units = 0;    ///< units of leases that ended (or were dropped) unspent
-  std::uint64_t returned_units = 0;   ///< of those, given back to the backend
-  std::uint64_t local_decisions = 0;  ///< checks decided in-process, without waiting
-};
 
 class lease_table : public std::enable_shared_from_this<lease_table> {
  public:
@@ -71,7 +62,8 @@ class lease_table : public std::enable_shared_from_this<lease_table> {
   /// what it did (a reset, a block, a penalty) applies here from the next check on.
   void forget(std::string_view key);
 
-  lease_counts counts() const noexcept;
+  /// What leases did, per policy and in total (limiter_stats).
+  const lease_counter_registry& counters() const noexcept { return counters_; }
 
  private:
   struct waiter {
@@ -79,8 +71,9 @@ class lease_table : public std::enable_shared_from_this<lease_table> {
     decide_handler done;
   };
   struct entry {
-    explicit entry(const policy& p);
+    entry(const policy& p, std::shared_ptr<lease_policy_counts> c);
     policy p;
+    std::shared_ptr<lease_policy_counts> counts;  // p's
     lease_ledger ledger;
     std::deque<waiter> waiters;
     std::int64_t asked_at_ms = 0;
@@ -99,6 +92,7 @@ class lease_table : public std::enable_shared_from_this<lease_table> {
     policy p;
     std::vector<lease_lot> returns;
     policy returns_policy;
+    std::shared_ptr<lease_policy_counts> returns_counts;
     std::vector<std::pair<decide_handler, decision>> completions;
     std::vector<std::pair<decide_handler, std::error_code>> failures;
   };
@@ -114,6 +108,11 @@ class lease_table : public std::enable_shared_from_this<lease_table> {
   void maybe_ask(entry& e, std::string_view key, std::int64_t now, std::int64_t need,
                  std::uint64_t cost, after_unlock& later);
   void run(after_unlock& later);
+  // Gives `lots` of `key` back, counting them as expired now and as returned once the
+  // backend took them.
+  void give_back(const std::string& key, const policy& p,
+                 const std::shared_ptr<lease_policy_counts>& counts,
+                 const std::vector<lease_lot>& lots);
   void on_granted(const std::string& key, std::error_code ec, const lease_grant& g);
   void sweep(std::int64_t now);
 
@@ -123,9 +122,7 @@ class lease_table : public std::enable_shared_from_this<lease_table> {
   std::vector<shard> shards_;
   std::atomic<bool> leasing_{true};
   std::atomic<std::int64_t> next_sweep_ms_{0};
-  std::atomic<std::uint64_t> leases_{0}, lease_denials_{0}, leased_units_{0}, expired_units_{0},
-      local_decisions_{0};
-  std::shared_ptr<std::atomic<std::uint64_t>> returned_units_;  // outlives the table
+  lease_counter_registry counters_;
 };
 
 }  // namespace sluice::detail

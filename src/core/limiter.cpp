@@ -489,17 +489,21 @@ std::shared_ptr<backend> limiter::slot_backend(bool fallback) const noexcept {
 limiter_stats limiter::stats() const noexcept {
   const auto& s = *state_;
   constexpr auto r = std::memory_order_relaxed;
-  const auto l = s.leases->counts();
+  const auto l = s.leases->counters().total();
   limiter_stats out{s.allowed.load(r),        s.denied.load(r),          s.invalid.load(r),
                     s.degraded_open.load(r),  s.degraded_closed.load(r), s.degraded_local.load(r),
                     s.backend_errors.load(r), s.cached_denials.load(r),  s.denials.evicted()};
   out.leases = l.leases;
   out.lease_denials = l.lease_denials;
   out.leased_units = l.leased_units;
-  out.lease_units_expired = l.expired_units;
-  out.lease_units_returned = l.returned_units;
-  out.leased_decisions = l.local_decisions;
+  out.lease_units_expired = l.lease_units_expired;
+  out.lease_units_returned = l.lease_units_returned;
+  out.leased_decisions = l.leased_decisions;
   return out;
+}
+
+std::vector<std::pair<policy, lease_stats>> limiter::lease_stats_by_policy() const {
+  return state_->leases->counters().by_policy();
 }
 
 }  // namespace sluice

@@ -34,6 +34,7 @@ backend_timeout_ms: 2000
 on_backend_failure: closed
 policies:
   hot: {capacity: 500, refill_per_second: 0.001, lease_ttl: 200ms}
+  cold: {capacity: 50, refill_per_second: 0.001, lease_ttl: 200ms}
 )";
 }
 
@@ -73,15 +74,35 @@ TEST(DaemonLeaseTest, TwoDaemonsOnOneLeasedKeyAdmitTheCapacityAndDecideMostlyInP
   EXPECT_LE(allowed.load(), 500);
   EXPECT_GE(allowed.load(), 400);
 
+  // A second leased policy, checked on one daemon only: counted apart.
+  {
+    http_connection conn(a.port());
+    for (int i = 0; i < 20; ++i)
+      ASSERT_EQ(conn.request("POST", "/v1/check", R"({"key":"other","policy":"cold"})",
+                             {{"Content-Type", "application/json"}})
+                    .status,
+                200);
+  }
+
   double leased = 0, granted = 0;
   for (auto port : ports) {
     const auto text = http_request(port, "GET", "/metrics").body;
-    leased += metric(text, "sluice_leased_decisions_total");
-    granted += metric(text, "sluice_leases_total{result=\"granted\"}");
+    leased += metric(text, "sluice_leased_decisions_total{policy=\"hot\"}");
+    granted += metric(text, "sluice_leases_total{policy=\"hot\",result=\"granted\"}");
   }
   EXPECT_GT(granted, 0);
   // Most of the 1,200 checks needed no Redis call.
   EXPECT_GT(leased, 600) << "granted " << granted;
+
+  const auto text_a = http_request(a.port(), "GET", "/metrics").body;
+  const auto text_b = http_request(b.port(), "GET", "/metrics").body;
+  EXPECT_GE(metric(text_a, "sluice_leases_total{policy=\"cold\",result=\"granted\"}"), 1);
+  // 20 checks: at least the first waited for its lease; the others were the lease's.
+  const auto cold_local = metric(text_a, "sluice_leased_decisions_total{policy=\"cold\"}");
+  EXPECT_GE(cold_local, 10);
+  EXPECT_LE(cold_local, 19);
+  EXPECT_EQ(metric(text_b, "sluice_leased_decisions_total{policy=\"cold\"}"), -1)
+      << "b never checked the cold policy";
 }
 
 }  // namespace

@@ -100,6 +100,38 @@ TEST(LeaseLimiterTest, WhatALeaseDidNotSpendGoesBackWhenItEnds) {
   EXPECT_EQ(by_a + by_b, 100) << "returned " << sa.lease_units_returned;
 }
 
+TEST(LeaseLimiterTest, CountsLeasesPerPolicy) {
+  fleet f(1);
+  auto& l = f.limiters[0];
+  const auto hot = leased_bucket(1000, 0.001, 50ms);
+  const auto cold = leased_bucket(10, 0.001, 50ms);
+  auto same_as_hot = hot;  // leases alike: counted with hot
+  same_as_hot.on_failure = failure_mode::closed;
+  for (int i = 0; i < 100; ++i) {
+    l.check(i % 2 ? "a" : "b", i % 4 == 3 ? same_as_hot : hot);
+    f.advance(100us);
+  }
+  int cold_allowed = 0;
+  for (int i = 0; i < 20; ++i) cold_allowed += l.check("c", cold).allowed ? 1 : 0;
+  EXPECT_EQ(cold_allowed, 10);
+  const auto by = l.lease_stats_by_policy();
+  ASSERT_EQ(by.size(), 2u);
+  EXPECT_EQ(by[0].first.capacity, 1000u);
+  EXPECT_EQ(by[1].first.capacity, 10u);
+  const auto& h = by[0].second;
+  const auto& c = by[1].second;
+  EXPECT_GE(h.leases, 2u);  // one per key at least
+  EXPECT_GT(h.leased_decisions, 80u);
+  EXPECT_LE(h.leased_decisions, 98u);  // each key's first check waited for its lease
+  EXPECT_EQ(c.leased_units, 10u);
+  // The limiter's totals are the sum.
+  const auto s = l.stats();
+  EXPECT_EQ(s.leases, h.leases + c.leases);
+  EXPECT_EQ(s.leased_units, h.leased_units + c.leased_units);
+  EXPECT_EQ(s.leased_decisions, h.leased_decisions + c.leased_decisions);
+  EXPECT_EQ(s.lease_denials, h.lease_denials + c.lease_denials);
+}
+
 TEST(LeaseLimiterTest, FixedWindowsStayExactAcrossInstances) {
   fleet f(4);
   policy p;
