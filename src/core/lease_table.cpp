@@ -1,5 +1,7 @@
 #include "core/lease_table.hpp"
 
+#include "core/lease_sweeper.hpp"
+
 #include <sluice/error.hpp>
 
 #include <algorithm>
@@ -212,6 +214,7 @@ void lease_table::on_granted(const std::string& key, std::error_code ec, const l
   after_unlock later;
   std::vector<waiter> to_backend;  // the backend has no leases: decided there, one by one
   policy p;
+  bool watch = false;  // units are held: have the sweeper give them back if checks stop
   {
     auto& s = shard_for(key);
     std::lock_guard lock(s.mu);
@@ -233,6 +236,7 @@ void lease_table::on_granted(const std::string& key, std::error_code ec, const l
       (g.granted > 0 ? e.counts->leases : e.counts->lease_denials)
           .fetch_add(1, std::memory_order_relaxed);
       e.counts->leased_units.fetch_add(g.granted, std::memory_order_relaxed);
+      if (g.granted > 0) watch = true;
       // The checks that waited, in order, as far as the grant goes: decided by it whenever it
       // arrived, as a check is by its reply. The rest of the grant is held.
       std::int64_t waiting = 0;
@@ -276,6 +280,7 @@ void lease_table::on_granted(const std::string& key, std::error_code ec, const l
     }
   }
   run(later);
+  if (watch) watch_leases(shared_from_this());
   for (auto& w : to_backend) primary_->async_decide(key, p, w.cost, std::move(w.done));
 }
 
@@ -295,7 +300,20 @@ void lease_table::forget(std::string_view key) {
   e = std::move(fresh);
 }
 
-void lease_table::sweep(std::int64_t now) {
+bool lease_table::sweep_held() {
+  const auto now = now_ms();
+  auto at = next_sweep_ms_.load(std::memory_order_relaxed);
+  // Checks are sweeping (or the clock stands still, in a test): keep watching.
+  if (now < at || !next_sweep_ms_.compare_exchange_strong(at, now + sweep_every_ms)) return true;
+  if (sweep(now)) return true;
+  // A grant between the sweep and this store is not watched: its units go back at the next
+  // check or the table's end, as they would without the sweeper.
+  watched.store(false, std::memory_order_release);
+  return false;
+}
+
+bool lease_table::sweep(std::int64_t now) {
+  bool held = false;
   struct ended {
     std::string key;
     policy p;
@@ -310,13 +328,16 @@ void lease_table::sweep(std::int64_t now) {
         auto& e = *it->second;
         if (auto lots = e.ledger.take_ended(now); !lots.empty())
           returns.push_back({it->first, e.p, e.counts, std::move(lots)});
-        const bool idle = e.waiters.empty() && !e.ledger.asking() && e.ledger.held(now) == 0 &&
-                          now - e.last_used_ms > 2 * e.p.lease_ttl.count();
+        const bool holds = e.ledger.asking() || e.ledger.held(now) > 0;
+        held = held || holds;
+        const bool idle =
+            e.waiters.empty() && !holds && now - e.last_used_ms > 2 * e.p.lease_ttl.count();
         it = idle ? s.map.erase(it) : std::next(it);
       }
     }
     for (const auto& r : returns) give_back(r.key, r.p, r.counts, r.lots);
   }
+  return held;
 }
 
 }  // namespace sluice::detail

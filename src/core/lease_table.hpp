@@ -62,6 +62,13 @@ class lease_table : public std::enable_shared_from_this<lease_table> {
   /// what it did (a reset, a block, a penalty) applies here from the next check on.
   void forget(std::string_view key);
 
+  /// For the sweeper (lease_sweeper.hpp): gives back the leases that ended, unless checks
+  /// did so lately. False when the table holds no units any more (the sweeper then stops
+  /// watching it, until the next grant).
+  bool sweep_held();
+  /// Whether the sweeper watches this table (set by watch_leases, cleared by sweep_held).
+  std::atomic<bool> watched{false};
+
   /// What leases did, per policy and in total (limiter_stats).
   const lease_counter_registry& counters() const noexcept { return counters_; }
 
@@ -114,7 +121,8 @@ class lease_table : public std::enable_shared_from_this<lease_table> {
                  const std::shared_ptr<lease_policy_counts>& counts,
                  const std::vector<lease_lot>& lots);
   void on_granted(const std::string& key, std::error_code ec, const lease_grant& g);
-  void sweep(std::int64_t now);
+  // Gives back the leases that ended and drops idle keys; true when units are still held.
+  bool sweep(std::int64_t now);
 
   const std::shared_ptr<backend> primary_;
   const std::shared_ptr<const clock> clock_;

@@ -281,4 +281,30 @@ TEST(RedisLeaseTest, CheckAllStaysAllOrNothingWithLeasedItems) {
   EXPECT_EQ(left, 3);
 }
 
+TEST(RedisLeaseTest, AnInstanceThatStopsCheckingGivesItsUnitsBackWhenTheyEnd) {
+  test::redis_server redis;
+  policy p;
+  p.capacity = 1000;
+  p.refill_per_second = 0.001;  // nothing refills within the test: only returns come back
+  p.lease_ttl = 100ms;
+  auto a = limiter(make_redis_backend(redis.url(), generous()));
+  auto b = limiter(make_redis_backend(redis.url(), generous()));
+  int allowed = 0;
+  for (int i = 0; i < 200; ++i) allowed += a.check("idle", p).allowed ? 1 : 0;
+  ASSERT_EQ(allowed, 200);
+  // `a` holds what it leased and did not spend, and checks nothing more, of any key.
+  const auto held_then = b.peek("idle", p).remaining;
+  EXPECT_LT(held_then, 800u) << "a lease holds units beyond the 200 spent";
+  // When its leases end, they go back without another check: the backend sees exactly
+  // the 200 spent.
+  const auto deadline = steady::now() + p.lease_ttl + 2s;
+  std::uint64_t remaining = held_then;
+  while (remaining != 800 && steady::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+    remaining = b.peek("idle", p).remaining;
+  }
+  EXPECT_EQ(remaining, 800u);
+  EXPECT_EQ(a.stats().lease_units_returned, 800u - held_then);
+}
+
 }  // namespace
