@@ -58,24 +58,7 @@ sluice::backend_stats runtime::backend_stats() const noexcept {
 sluice::limiter_stats runtime::limiter_stats() const noexcept {
   if (thread_limiters.empty()) return lim->stats();
   sluice::limiter_stats sum;
-  for (const auto& [io, l] : thread_limiters) {
-    const auto s = l->stats();
-    sum.allowed += s.allowed;
-    sum.denied += s.denied;
-    sum.invalid += s.invalid;
-    sum.degraded_open += s.degraded_open;
-    sum.degraded_closed += s.degraded_closed;
-    sum.degraded_local += s.degraded_local;
-    sum.backend_errors += s.backend_errors;
-    sum.cached_denials += s.cached_denials;
-    sum.cached_denials_evicted += s.cached_denials_evicted;
-    sum.leases += s.leases;
-    sum.lease_denials += s.lease_denials;
-    sum.leased_units += s.leased_units;
-    sum.lease_units_expired += s.lease_units_expired;
-    sum.lease_units_returned += s.lease_units_returned;
-    sum.leased_decisions += s.leased_decisions;
-  }
+  for (const auto& [io, l] : thread_limiters) sum += l->stats();
   return sum;
 }
 
@@ -105,15 +88,6 @@ std::string lease_label(const config& c, const policy& p) {
   return out;
 }
 
-void add(lease_stats& sum, const lease_stats& s) {
-  sum.leases += s.leases;
-  sum.lease_denials += s.lease_denials;
-  sum.leased_units += s.leased_units;
-  sum.lease_units_expired += s.lease_units_expired;
-  sum.lease_units_returned += s.lease_units_returned;
-  sum.leased_decisions += s.leased_decisions;
-}
-
 }  // namespace
 
 std::vector<std::pair<std::string, lease_stats>> runtime::lease_stats_by_policy() const {
@@ -122,7 +96,7 @@ std::vector<std::pair<std::string, lease_stats>> runtime::lease_stats_by_policy(
   if (lims.empty()) lims.push_back(lim.get());
   std::map<std::string, lease_stats, std::less<>> by_label;
   for (auto* l : lims)
-    for (const auto& [p, s] : l->lease_stats_by_policy()) add(by_label[lease_label(cfg, p)], s);
+    for (const auto& [p, s] : l->lease_stats_by_policy()) by_label[lease_label(cfg, p)] += s;
   return {by_label.begin(), by_label.end()};
 }
 

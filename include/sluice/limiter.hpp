@@ -41,6 +41,17 @@ struct lease_stats {
   std::uint64_t lease_units_expired = 0;
   std::uint64_t lease_units_returned = 0;
   std::uint64_t leased_decisions = 0;
+
+  /// Adds `o`'s counts (the stats of several limiters, summed).
+  lease_stats& operator+=(const lease_stats& o) noexcept {
+    leases += o.leases;
+    lease_denials += o.lease_denials;
+    leased_units += o.leased_units;
+    lease_units_expired += o.lease_units_expired;
+    lease_units_returned += o.lease_units_returned;
+    leased_decisions += o.leased_decisions;
+    return *this;
+  }
 };
 
 /// Counts of what a limiter did, for metrics. Monotonic; read with limiter::stats().
@@ -65,6 +76,9 @@ struct limiter_stats {
   /// Checks decided in-process from leases (allowed, or denied while a lease denial holds),
   /// with no backend call; also counted in allowed / denied.
   std::uint64_t leased_decisions = 0;
+
+  /// Adds `o`'s counts (the stats of several limiters, summed).
+  limiter_stats& operator+=(const limiter_stats& o) noexcept;
 };
 
 /// Decides checks with a backend, applies the failure modes and counts what it did.

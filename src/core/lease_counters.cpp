@@ -39,14 +39,7 @@ std::vector<std::pair<policy, lease_stats>> lease_counter_registry::by_policy() 
 
 lease_stats lease_counter_registry::total() const {
   lease_stats sum = overflow_->load();
-  for (const auto& [p, s] : by_policy()) {
-    sum.leases += s.leases;
-    sum.lease_denials += s.lease_denials;
-    sum.leased_units += s.leased_units;
-    sum.lease_units_expired += s.lease_units_expired;
-    sum.lease_units_returned += s.lease_units_returned;
-    sum.leased_decisions += s.leased_decisions;
-  }
+  for (const auto& [p, s] : by_policy()) sum += s;
   return sum;
 }
 

@@ -502,6 +502,25 @@ limiter_stats limiter::stats() const noexcept {
   return out;
 }
 
+limiter_stats& limiter_stats::operator+=(const limiter_stats& o) noexcept {
+  allowed += o.allowed;
+  denied += o.denied;
+  invalid += o.invalid;
+  degraded_open += o.degraded_open;
+  degraded_closed += o.degraded_closed;
+  degraded_local += o.degraded_local;
+  backend_errors += o.backend_errors;
+  cached_denials += o.cached_denials;
+  cached_denials_evicted += o.cached_denials_evicted;
+  leases += o.leases;
+  lease_denials += o.lease_denials;
+  leased_units += o.leased_units;
+  lease_units_expired += o.lease_units_expired;
+  lease_units_returned += o.lease_units_returned;
+  leased_decisions += o.leased_decisions;
+  return *this;
+}
+
 std::vector<std::pair<policy, lease_stats>> limiter::lease_stats_by_policy() const {
   return state_->leases->counters().by_policy();
 }
