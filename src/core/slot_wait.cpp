@@ -96,8 +96,9 @@ class slot_waiter : public std::enable_shared_from_this<slot_waiter> {
   }
 
   void finish_unlocked(std::error_code ec, slot s) noexcept {
+    // attempt_ stays: this may run inside it (the memory backend answers inline). The
+    // waitlist no longer holds this waiter, so the limiter copy in attempt_ goes with it.
     auto done = std::move(done_);
-    attempt_ = nullptr;  // the limiter copy in it holds the waitlist that holds this waiter
     // The handlers the limiter passes only move the slot and post (or notify): they do not
     // throw but for want of memory, which leaves nothing better to do than to drop it.
     try {

@@ -14,10 +14,10 @@
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
-#include <gtest/gtest.h>
 
 #include "support/redis_server.hpp"
 
@@ -86,7 +86,9 @@ TEST(RedisSlotWaitTest, ConcurrentWaitersAreServedInArrivalOrderByReleases) {
                         // `s` is released here: the next waiter's turn.
                       }));
     // Arrived: the first was refused (the others queue behind it without asking Redis).
-    if (i == 0) ASSERT_TRUE(eventually(10s, [&] { return lim.slot_stats().refused > refused; }));
+    if (i == 0) {
+      ASSERT_TRUE(eventually(10s, [&] { return lim.slot_stats().refused > refused; }));
+    }
   }
   holder.release();
   ASSERT_TRUE(eventually(15s, [&] { return served.load() == waiters; }))
