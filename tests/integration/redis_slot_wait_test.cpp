@@ -110,12 +110,14 @@ TEST(RedisSlotWaitTest, ASlotFreedByAnotherProcessIsFoundByTheFirstWaitersPollin
   runner io;
   constexpr int waiters = 5;
   std::atomic<int> served{0}, held{0};
-  std::vector<slot> kept(waiters);
+  std::atomic<bool> keep{true};
+  std::vector<slot> kept(waiters);  // touched on the io thread only
   for (int i = 0; i < waiters; ++i) {
     lim.async_acquire("k", p, 20s,
                       boost::asio::bind_executor(io.ctx, [&, i](std::error_code ec, slot s) {
                         if (!ec && s) held.fetch_add(1);
-                        kept[static_cast<std::size_t>(i)] = std::move(s);  // held to the end
+                        // Held until the test lets go; later ones are given back at once.
+                        if (keep) kept[static_cast<std::size_t>(i)] = std::move(s);
                         served.fetch_add(1);
                       }));
   }
@@ -132,7 +134,10 @@ TEST(RedisSlotWaitTest, ASlotFreedByAnotherProcessIsFoundByTheFirstWaitersPollin
   // Freed through this limiter now: the next waiter is woken.
   io.ctx.post([&] { kept[0].release(); });
   EXPECT_TRUE(eventually(15s, [&] { return held.load() == 2; }));
-  io.ctx.post([&] { kept.clear(); });  // release the rest where they live
+  io.ctx.post([&] {
+    keep = false;  // each next waiter releases at once: the rest are served one by one
+    kept[1].release();
+  });
   EXPECT_TRUE(eventually(15s, [&] { return served.load() == waiters; }));
 }
 
