@@ -9,9 +9,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -139,6 +141,32 @@ TEST(RedisSlotWaitTest, ASlotFreedByAnotherProcessIsFoundByTheFirstWaitersPollin
     kept[1].release();
   });
   EXPECT_TRUE(eventually(15s, [&] { return served.load() == waiters; }));
+}
+
+TEST(RedisSlotWaitTest, MaxWaitEndsTheWaitWithTheRefusalOfALastAttempt) {
+  test::redis_server redis;
+  auto lim = redis_limiter(redis.url());
+  const auto p = slots(1);
+  auto holder = lim.try_acquire("k", p);
+  ASSERT_TRUE(holder);
+  runner io;
+  std::promise<std::pair<std::error_code, slot>> result;
+  const auto start = steady::now();
+  lim.async_acquire("k", p, 300ms,
+                    boost::asio::bind_executor(io.ctx, [&](std::error_code ec, slot s) {
+                      result.set_value({ec, std::move(s)});
+                    }));
+  auto f = result.get_future();
+  ASSERT_EQ(f.wait_for(20s), std::future_status::ready);
+  auto [ec, s] = f.get();
+  EXPECT_GE(steady::now() - start, 300ms) << "not given up before max_wait";
+  EXPECT_FALSE(ec) << "over the limit is a value, not an error";
+  EXPECT_FALSE(s);
+  EXPECT_FALSE(s.degraded());
+  EXPECT_EQ(s.in_flight(), 1u);
+  EXPECT_GT(s.retry_after(), 0ms) << "the holder's lease ends in about a minute";
+  EXPECT_TRUE(holder) << "a waiter that gave up took nothing";
+  EXPECT_TRUE(lim.try_acquire("k", p).in_flight() == 1) << "and holds nothing";
 }
 
 TEST(RedisSlotWaitTest, DestroyingTheLimiterCompletesPendingWaiters) {
