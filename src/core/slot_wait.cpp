@@ -43,13 +43,19 @@ class slot_waiter : public std::enable_shared_from_this<slot_waiter> {
         return;
       }
       final_ = max_wait <= milliseconds{0};
-      // Behind waiters already queued for the key (arrival order), without asking the
-      // backend: a slot freed here goes to them first.
-      auto it = list_->queues_.find(key_);
-      if (!final_ && it != list_->queues_.end() && !it->second.empty()) {
+      if (!final_) {
+        // In line from arrival, also while the first attempt is in flight: a caller that
+        // arrives meanwhile queues behind this one, not ahead of it when this one's
+        // refusal comes back.
+        auto it = list_->queues_.find(key_);
+        const bool others = it != list_->queues_.end() && !it->second.empty();
         enqueue_locked();
-        arm_locked();
-        return;
+        if (others) {
+          // Behind the waiters already there, without asking the backend: a slot freed
+          // here goes to them first.
+          arm_locked();
+          return;
+        }
       }
       phase_ = phase::attempting;
     }
