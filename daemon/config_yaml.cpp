@@ -344,8 +344,15 @@ void parse_rule(const reader& r, const YAML::Node& n, const std::string& field, 
   rule.policy = r.string(pol, field + ".policy");
   auto it = c.policies.find(rule.policy);
   if (it == c.policies.end() && c.concurrency_policies.contains(rule.policy)) {
+    // Forward-auth answers before the upstream request runs and never learns when it ends,
+    // so it could not give a slot back: a slot held for its lease would bound requests
+    // started per lease_ttl (a rate, under a concurrency policy's name), not requests in
+    // flight. docs/CONCURRENCY.md: the upstream takes and returns its slot itself.
     r.fail(pol, field + ".policy",
-           "\"" + rule.policy + "\" is a concurrency policy; rules take rate policies");
+           "\"" + rule.policy +
+               "\" is a concurrency policy; rules (forward-auth /v1/auth) take rate policies "
+               "only: /v1/auth never learns when the upstream request ends, so it could not "
+               "give a slot back; let the upstream call /v1/acquire and /v1/release");
   }
   if (it == c.policies.end()) {
     r.fail(pol, field + ".policy", "no policy named \"" + rule.policy + "\"");

@@ -317,11 +317,8 @@ class limiter {
   slot try_acquire(std::string_view key, const concurrency_policy& p, std::error_code& ec);
   /// try_acquire() that throws std::system_error for invalid input.
   slot try_acquire(std::string_view key, const concurrency_policy& p);
-  /// try_acquire(), retried until a slot is held or `max_wait` has passed (then the last
-  /// refusal): it sleeps between attempts, growing from 1 ms to 50 ms with random jitter
-  /// and never past the refusal's retry_after, so waiting callers do not poll the backend
-  /// in step. Not first come, first served: waiters are served roughly, not exactly, in
-  /// arrival order. A degraded answer is returned at once. Blocks this thread.
+  /// async_acquire(), waited for: blocks this thread (not one the backend's I/O runs on)
+  /// until it completes. `ec` is set only for invalid input.
   slot acquire(std::string_view key, const concurrency_policy& p,
                std::chrono::milliseconds max_wait, std::error_code& ec);
   slot acquire(std::string_view key, const concurrency_policy& p,
@@ -352,6 +349,40 @@ class limiter {
         },
         token, std::string(key), p);
   }
+  /// Waits for a slot of `key` up to `max_wait`: the slot, or the refusal of an attempt
+  /// made at the deadline (over the limit is a value, not an error). The waiters of one
+  /// key in this limiter (its copies included) queue in arrival order: the first polls the
+  /// backend, with a backoff growing from 1 ms to 50 ms, random jitter and never past the
+  /// refusal's retry_after (slots freed by other processes, or by leases that ended); a
+  /// slot released through this limiter (slot::release, its destructor, slot_step) wakes
+  /// the first idle waiter at once, one waiter per freed slot. A degraded answer completes
+  /// at once. No thread is blocked: the timers run on the handler's associated executor.
+  /// Completion signature `void(std::error_code, sluice::slot)`: the error is set for
+  /// invalid input, and std::errc::operation_canceled when every handle to this limiter
+  /// is destroyed while the wait is pending (a slot got then is released). The handler
+  /// never runs inline: it is posted to its associated executor (default:
+  /// boost::asio::system_executor). Thread-safe.
+  template <class CompletionToken>
+  auto async_acquire(std::string_view key, const concurrency_policy& p,
+                     std::chrono::milliseconds max_wait, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(std::error_code, slot)>(
+        [this](auto handler, std::string k, concurrency_policy pol, std::chrono::milliseconds mw) {
+          auto ex = boost::asio::get_associated_executor(handler, boost::asio::system_executor());
+          auto work = boost::asio::make_work_guard(ex);
+          auto shared = std::make_shared<decltype(handler)>(std::move(handler));
+          start_wait(std::move(k), pol, mw, boost::asio::any_io_executor(ex),
+                     [shared, work](std::error_code ec, slot s) mutable {
+                       auto got = std::make_shared<slot>(std::move(s));
+                       post_completion(work.get_executor(),
+                                       [shared = std::move(shared), ec, got = std::move(got)] {
+                                         (*shared)(ec, std::move(*got));
+                                       });
+                       work.reset();
+                     });
+        },
+        token, std::string(key), p, max_wait);
+  }
+
   /// async_try_acquire() that calls `done` where the backend completes it, as the
   /// on_backend_thread async_check().
   void async_try_acquire(on_backend_thread_t, std::string_view key, const concurrency_policy& p,
@@ -421,6 +452,14 @@ class limiter {
   std::shared_ptr<backend> slot_backend(bool fallback) const noexcept;
   static std::shared_ptr<detail::slot_counters> make_slot_counters();
   std::shared_ptr<detail::slot_counters> slots_ = make_slot_counters();
+
+  // Waiting for a slot (src/core/limiter_wait.cpp). `done` is called once, not posted.
+  void start_wait(std::string key, const concurrency_policy& p, std::chrono::milliseconds max_wait,
+                  boost::asio::any_io_executor ex, acquire_handler done) const;
+  /// Completes this limiter's waiters (std::errc::operation_canceled) when the last handle
+  /// to it is destroyed: the waiters' own copies do not hold it.
+  static std::shared_ptr<void> make_wait_guard(const std::shared_ptr<detail::slot_counters>& c);
+  std::shared_ptr<void> wait_guard_ = make_wait_guard(slots_);
 };
 
 }  // namespace sluice

@@ -6,9 +6,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
-#include <random>
 #include <stdexcept>
-#include <thread>
 
 #include "algorithm/slots.hpp"
 #include "core/slot_support.hpp"
@@ -133,36 +131,6 @@ slot limiter::try_acquire(std::string_view key, const concurrency_policy& p) {
   return s;
 }
 
-slot limiter::acquire(std::string_view key, const concurrency_policy& p, milliseconds max_wait,
-                      std::error_code& ec) {
-  using steady = std::chrono::steady_clock;
-  const auto deadline = steady::now() + std::max(max_wait, milliseconds{0});
-  // Jitter only spreads the waiters out: no secret in it.
-  thread_local std::minstd_rand jitter{std::random_device{}()};
-  milliseconds backoff{1};
-  for (;;) {
-    auto s = try_acquire(key, p, ec);
-    if (ec || s || s.degraded()) return s;
-    const auto now = steady::now();
-    if (now >= deadline) return s;
-    // Up to the backoff (half of it at least), never past the first lease's end, never
-    // past the deadline (an attempt is made at the deadline).
-    std::uniform_int_distribution<milliseconds::rep> pick(
-        std::max<milliseconds::rep>(1, backoff.count() / 2), backoff.count());
-    auto wait = std::min(milliseconds{pick(jitter)}, std::max(s.retry_after(), milliseconds{1}));
-    const auto left = std::chrono::ceil<milliseconds>(deadline - now);
-    std::this_thread::sleep_for(std::min(wait, left));
-    backoff = std::min(backoff * 2, milliseconds{50});
-  }
-}
-
-slot limiter::acquire(std::string_view key, const concurrency_policy& p, milliseconds max_wait) {
-  std::error_code ec;
-  auto s = acquire(key, p, max_wait, ec);
-  if (ec) throw std::system_error(ec);
-  return s;
-}
-
 void limiter::async_slot_step(on_backend_thread_t, std::string_view key,
                               const concurrency_policy& p, slot_operation op, std::string_view id,
                               slot_handler done) {
@@ -198,6 +166,7 @@ void limiter::async_slot_step(on_backend_thread_t, std::string_view key,
         }
         if (op == slot_operation::release && !bec && r.held) {
           detail::slot_counters::add(counters->released);
+          counters->waitlist.released(k);
         }
         if (op == slot_operation::renew) {
           detail::slot_counters::add(!bec && r.held ? counters->renewed : counters->renew_failures);

@@ -81,6 +81,8 @@ void slot::release() noexcept {
       // No memory to send it: the lease ends by itself.
     }
   }
+  // Sent before this wake-up: a woken waiter's acquire reaches the backend after it.
+  if (counters_) counters_->waitlist.released(key_);
   clear();
 }
 

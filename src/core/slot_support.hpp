@@ -11,6 +11,7 @@
 #include <sluice/backend.hpp>
 
 #include "core/burst_log.hpp"
+#include "core/slot_wait.hpp"
 
 namespace sluice::detail {
 
@@ -20,6 +21,8 @@ struct slot_counters {
   std::atomic<std::uint64_t> acquired{0}, refused{0}, released{0}, renewed{0}, renew_failures{0},
       invalid{0}, degraded_open{0}, degraded_closed{0}, degraded_local{0}, backend_errors{0};
   burst_log log{"sluice backend (concurrency limits)"};
+  /// The limiter's waiters (limiter::async_acquire): here, so that a release finds them.
+  slot_waitlist waitlist;
 
   static void add(std::atomic<std::uint64_t>& c) noexcept {
     c.fetch_add(1, std::memory_order_relaxed);

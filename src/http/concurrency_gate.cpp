@@ -8,13 +8,14 @@ namespace {
 
 // The refusal of `rule`'s slot `s`: the deny status, Retry-After (whole seconds, at least 1:
 // "0" would invite a retry loop) and a problem+json body naming the rule.
-rate_limit_response refusal(const concurrency_rule& rule, const slot& s, unsigned status) {
+rate_limit_response refusal(const std::string& rule, std::uint64_t limit, const slot& s,
+                            unsigned status) {
   const auto wait = std::max<std::int64_t>(1, ceil_seconds(s.retry_after()).count());
   problem p;
   p.title = status == 429 ? "Too Many Requests" : "Service Unavailable";
   p.status = status;
-  p.detail = "Too many requests in flight for rule \"" + rule.name + "\" (at most " +
-             std::to_string(rule.policy.limit) + "); retry in " + std::to_string(wait) +
+  p.detail = "Too many requests in flight for rule \"" + rule + "\" (at most " +
+             std::to_string(limit) + "); retry in " + std::to_string(wait) +
              (wait == 1 ? " second." : " seconds.");
   p.retry_after = static_cast<std::uint64_t>(wait);
   rate_limit_response r;
@@ -23,6 +24,24 @@ rate_limit_response refusal(const concurrency_rule& rule, const slot& s, unsigne
   r.headers.push_back({"Retry-After", std::to_string(wait)});
   r.body = to_json(p);
   return r;
+}
+
+// Takes `rule`'s slot of `key` into `pass`; false when refused (then `pass` holds the
+// refusal and no slot).
+bool take(limiter lim, gate_pass& pass, std::vector<slot>& slots, bool& degraded,
+          rate_limit_response& response, const std::string& rule, const concurrency_policy& p,
+          const std::string& key, unsigned status) {
+  std::error_code ec;
+  auto s = lim.try_acquire("@gate:" + rule + ":" + key, p, ec);
+  if (ec) return true;  // a key over max_key_size: not limited, as a rate rule skips it
+  degraded = degraded || s.degraded();
+  if (!s) {
+    pass.release();
+    response = refusal(rule, p.limit, s, status);
+    return false;
+  }
+  slots.push_back(std::move(s));
+  return true;
 }
 
 }  // namespace
@@ -59,18 +78,34 @@ gate_pass concurrency_gate::enter(const request_facts& req) const {
       if (!rule.match.matches(req)) continue;
       const auto key = rule.key.derive(req, options_);
       if (!key) continue;
-      std::error_code ec;
       // A copy of the handle: try_acquire is not const, the shared state behind it is.
-      auto lim = lim_;
-      auto s = lim.try_acquire("@gate:" + rule.name + ":" + *key, rule.policy, ec);
-      if (ec) continue;  // a key over max_key_size: not limited, as a rate rule skips it
-      pass.degraded_ = pass.degraded_ || s.degraded();
-      if (!s) {
-        pass.release();
-        pass.response_ = refusal(rule, s, deny_status_);
+      if (!take(lim_, pass, pass.slots_, pass.degraded_, pass.response_, rule.name, rule.policy,
+                *key, deny_status_)) {
         return pass;
       }
-      pass.slots_.push_back(std::move(s));
+    }
+  } catch (...) {
+    // No memory, or no random bytes for an id: let the request through, as `open` would.
+  }
+  return pass;
+}
+
+gate_pass enter_concurrency(limiter& lim, const rule_set& rules, const request_facts& req,
+                            unsigned deny_status) {
+  gate_pass pass;
+  if (rules.concurrency_policies().empty()) return pass;          // no work for rate-only sets
+  if (deny_status < 400 || deny_status > 599) deny_status = 503;  // never "admit" by mistake
+  try {
+    for (auto i : rules.matching(req)) {
+      const auto& rule = rules.rules()[i];
+      const auto* p = rules.find_concurrency_policy(rule.policy);
+      if (p == nullptr) continue;  // a rate rule: evaluate()'s
+      const auto key = rule.key.derive(req, rules.options());
+      if (!key) continue;
+      if (!take(lim, pass, pass.slots_, pass.degraded_, pass.response_, rule.name, *p, *key,
+                deny_status)) {
+        return pass;
+      }
     }
   } catch (...) {
     // No memory, or no random bytes for an id: let the request through, as `open` would.

@@ -56,6 +56,8 @@ evaluation plan(std::shared_ptr<const rule_set> rules, const request_facts& req)
   if (!e.rules) return e;
   for (auto i : e.rules->matching(req)) {
     const auto& r = e.rules->rules()[i];
+    // A concurrency rule holds a slot for the request's duration: enter_concurrency()'s.
+    if (e.rules->find_policy(r.policy) == nullptr) continue;
     rule_outcome o;
     o.rule_index = i;
     o.rule = r.name;

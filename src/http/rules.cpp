@@ -42,7 +42,15 @@ bool rule_match::matches(const request_facts& req) const {
 
 rule_set::rule_set(std::map<std::string, sluice::policy, std::less<>> policies,
                    std::vector<rule> rules, key_options options)
-    : policies_(std::move(policies)), rules_(std::move(rules)), options_(std::move(options)) {
+    : rule_set(std::move(policies), {}, std::move(rules), std::move(options)) {}
+
+rule_set::rule_set(std::map<std::string, sluice::policy, std::less<>> policies,
+                   std::map<std::string, concurrency_policy, std::less<>> concurrency_policies,
+                   std::vector<rule> rules, key_options options)
+    : policies_(std::move(policies)),
+      concurrency_(std::move(concurrency_policies)),
+      rules_(std::move(rules)),
+      options_(std::move(options)) {
   if (options_.ipv6_prefix < 1 || options_.ipv6_prefix > 128) {
     invalid("key_options: ipv6_prefix must be 1..128, not " + std::to_string(options_.ipv6_prefix));
   }
@@ -58,6 +66,16 @@ rule_set::rule_set(std::map<std::string, sluice::policy, std::less<>> policies,
     if (!v) invalid("policy " + quoted(name) + ": " + ec.message());
     valid_.emplace(name, *v);
   }
+  for (const auto& [name, p] : concurrency_) {
+    if (!is_valid_name(name)) {
+      invalid("policy " + quoted(name) + ": a name is 1..64 characters of A-Z a-z 0-9 _ . -");
+    }
+    // One name, one kind: a rule's `policy` must say which limit it is.
+    if (policies_.contains(name)) {
+      invalid("policy " + quoted(name) + ": both a rate and a concurrency policy");
+    }
+    if (auto ec = validate(p)) invalid("policy " + quoted(name) + ": " + ec.message());
+  }
   std::set<std::string, std::less<>> names;
   for (const auto& r : rules_) {
     const auto what = "rule " + quoted(r.name) + ": ";
@@ -66,10 +84,17 @@ rule_set::rule_set(std::map<std::string, sluice::policy, std::less<>> policies,
     }
     if (!names.insert(r.name).second) invalid("duplicate rule name " + quoted(r.name));
     const auto* p = find_policy(r.policy);
-    if (!p) invalid(what + "unknown policy " + quoted(r.policy));
+    if (find_concurrency_policy(r.policy)) {
+      // A slot is held or not: no cost to spend, and no way to hold one "in shadow"
+      // without limiting (a shadow slot would still count against the limit).
+      if (r.shadow) invalid(what + "a concurrency rule cannot be a shadow rule");
+      if (r.cost != 1) invalid(what + "a concurrency rule takes one slot: cost must be 1");
+    } else if (!p) {
+      invalid(what + "unknown policy " + quoted(r.policy));
+    }
     if (r.cost < 1) invalid(what + "cost must be at least 1");
     // A request may cost at most a bucket's capacity or a window's limit.
-    if (r.cost > limit_of(*p)) {
+    if (p && r.cost > limit_of(*p)) {
       invalid(what + "cost " + std::to_string(r.cost) + " exceeds the " +
               (is_window(p->algorithm) ? "limit " : "capacity ") + std::to_string(limit_of(*p)) +
               " of policy " + quoted(r.policy));
@@ -96,6 +121,11 @@ rule_set::rule_set(std::map<std::string, sluice::policy, std::less<>> policies,
 const sluice::policy* rule_set::find_policy(std::string_view name) const noexcept {
   const auto it = policies_.find(name);
   return it == policies_.end() ? nullptr : &it->second;
+}
+
+const concurrency_policy* rule_set::find_concurrency_policy(std::string_view name) const noexcept {
+  const auto it = concurrency_.find(name);
+  return it == concurrency_.end() ? nullptr : &it->second;
 }
 
 const sluice::valid_policy* rule_set::find_valid_policy(std::string_view name) const noexcept {

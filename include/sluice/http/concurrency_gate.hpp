@@ -26,9 +26,13 @@ struct concurrency_rule {
   concurrency_policy policy;
 };
 
-/// One request's passage through a concurrency_gate: the slots it holds, or the refusal to
-/// answer with. Movable. The slots are given back when the pass is destroyed (or release()
-/// is called): keep it until the response has been written.
+class gate_pass;
+gate_pass enter_concurrency(limiter& lim, const rule_set& rules, const request_facts& req,
+                            unsigned deny_status);
+
+/// One request's passage through a concurrency_gate (or a rule_set's concurrency rules): the slots
+/// it holds, or the refusal to answer with. Movable. The slots are given back when the pass is
+/// destroyed (or release() is called): keep it until the response has been written.
 class gate_pass {
  public:
   /// True when the request may go on (every matching rule gave it a slot).
@@ -45,6 +49,7 @@ class gate_pass {
 
  private:
   friend class concurrency_gate;
+  friend gate_pass enter_concurrency(limiter&, const rule_set&, const request_facts&, unsigned);
   rate_limit_response response_;
   std::vector<slot> slots_;
   bool degraded_ = false;
@@ -74,5 +79,15 @@ class concurrency_gate {
   key_options options_;
   unsigned deny_status_;
 };
+
+/// The concurrency rules of a rule_set (rules naming a concurrency policy), as
+/// concurrency_gate::enter() takes them: a slot of every matching one whose key spec yields
+/// a key, in rule order, under the limiter key `@gate:<rule>:<key>`; when one refuses, the
+/// slots taken already are given back and the pass carries the refusal (`deny_status`,
+/// 400..599: 429, or 503 for "the service is busy"; `Retry-After`; problem+json). Call it
+/// after evaluate() allowed the request, and keep the pass until the response is written.
+/// Blocks for one round trip per matching rule; never throws for any request. Thread-safe.
+gate_pass enter_concurrency(limiter& lim, const rule_set& rules, const request_facts& req,
+                            unsigned deny_status = 429);
 
 }  // namespace sluice::http

@@ -63,7 +63,8 @@ struct evaluation {
   bool degraded() const noexcept;
 };
 
-/// Evaluates `req`: every matching rule whose key spec yields a key is checked with
+/// Evaluates `req`: every matching rate rule (concurrency rules are enter_concurrency()'s,
+/// in sluice/http/concurrency_gate.hpp) whose key spec yields a key is checked with
 /// `lim` (all of them, shadow ones too, so shadow rules spend and count); the request is
 /// allowed unless a non-shadow rule denies. The non-shadow rules are decided together with
 /// limiter::check_all, all or nothing: when one denies, no rule spends a token (atomic on

@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include <sluice/concurrency.hpp>
 #include <sluice/http/client_ip.hpp>
 #include <sluice/http/key_spec.hpp>
 #include <sluice/http/request.hpp>
@@ -33,12 +34,17 @@ struct rule {
   /// Unique in the set; 1..64 characters of `A-Z a-z 0-9 _ . -`.
   std::string name;
   rule_match match;
-  key_spec key;        ///< default: `ip`
-  std::string policy;  ///< the name of a policy of the set
+  key_spec key;  ///< default: `ip`
+  /// The name of a policy of the set: a rate policy, or a concurrency policy (then this is
+  /// a concurrency rule: enter_concurrency() takes a slot of it per request, held until the
+  /// response is written; evaluate() leaves it out).
+  std::string policy;
   /// A shadow rule decides, spends its own tokens and is reported, but never denies
-  /// (try a limit on real traffic before enforcing it).
+  /// (try a limit on real traffic before enforcing it). Rate rules only.
   bool shadow = false;
-  std::uint64_t cost = 1;  ///< units per request: 1..limit_of(the policy) (capacity or limit)
+  /// Units per request: 1..limit_of(the policy) (capacity or limit). A concurrency rule
+  /// takes one slot: its cost must be 1.
+  std::uint64_t cost = 1;
 };
 
 /// An immutable, validated set of named policies and ordered rules. Share it as
@@ -53,12 +59,26 @@ class rule_set {
   /// Policy names follow the same character rules as rule names.
   rule_set(std::map<std::string, sluice::policy, std::less<>> policies, std::vector<rule> rules,
            key_options options = {});
+  /// The same, with concurrency policies too (docs/CONCURRENCY.md): a rule naming one is a
+  /// concurrency rule. A name is a rate policy's or a concurrency policy's, not both;
+  /// messages as above (`policy "reports": ...`, `rule "reports": a concurrency rule cannot
+  /// be a shadow rule`, `... takes one slot: cost must be 1`).
+  rule_set(std::map<std::string, sluice::policy, std::less<>> policies,
+           std::map<std::string, concurrency_policy, std::less<>> concurrency_policies,
+           std::vector<rule> rules, key_options options = {});
 
   const std::map<std::string, sluice::policy, std::less<>>& policies() const noexcept {
     return policies_;
   }
   const std::vector<rule>& rules() const noexcept { return rules_; }
   const key_options& options() const noexcept { return options_; }
+
+  const std::map<std::string, concurrency_policy, std::less<>>& concurrency_policies()
+      const noexcept {
+    return concurrency_;
+  }
+  /// The concurrency policy called `name`, or nullptr.
+  const concurrency_policy* find_concurrency_policy(std::string_view name) const noexcept;
 
   /// The policy called `name`, or nullptr.
   const sluice::policy* find_policy(std::string_view name) const noexcept;
@@ -72,6 +92,7 @@ class rule_set {
  private:
   std::map<std::string, sluice::policy, std::less<>> policies_;
   std::map<std::string, sluice::valid_policy, std::less<>> valid_;  // policies_, validated
+  std::map<std::string, concurrency_policy, std::less<>> concurrency_;
   std::vector<rule> rules_;
   key_options options_;
 };
