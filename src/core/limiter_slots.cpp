@@ -104,9 +104,14 @@ void limiter::start_acquire(std::string_view key, const concurrency_policy& p,
 }
 
 slot limiter::try_acquire(std::string_view key, const concurrency_policy& p, std::error_code& ec) {
-  // On this thread's stack: this waits until the handler has run (exactly once), and the
-  // handler touches the waiter only under its mutex, notifying before it lets go.
+  // On this thread's stack: this waits until the handler has run (exactly once). A handler
+  // that runs on this thread runs inline (this thread does nothing else until it returns):
+  // it just fills the waiter, with no lock to take (the memory backend's case, on every
+  // acquire). On another thread it touches the waiter only under its mutex, notifying
+  // before it lets go.
   struct waiter {
+    std::thread::id caller = std::this_thread::get_id();
+    bool inline_done = false;
     std::mutex mu;
     std::condition_variable cv;
     bool done = false;
@@ -114,14 +119,22 @@ slot limiter::try_acquire(std::string_view key, const concurrency_policy& p, std
     slot s;
   } w;
   start_acquire(key, p, [&w](std::error_code e, slot s) {
+    if (std::this_thread::get_id() == w.caller) {
+      w.ec = e;
+      w.s = std::move(s);
+      w.inline_done = true;
+      return;
+    }
     std::lock_guard lock(w.mu);
     w.ec = e;
     w.s = std::move(s);
     w.done = true;
     w.cv.notify_one();
   });
-  std::unique_lock lock(w.mu);
-  w.cv.wait(lock, [&] { return w.done; });
+  if (!w.inline_done) {
+    std::unique_lock lock(w.mu);
+    w.cv.wait(lock, [&] { return w.done; });
+  }
   ec = w.ec;
   return std::move(w.s);
 }

@@ -9,6 +9,14 @@
 #include "core/slot_support.hpp"
 
 namespace sluice {
+namespace {
+
+// A release's error. A backend going away drops what is queued: not trouble worth a log line.
+void count_release_error(const std::shared_ptr<detail::slot_counters>& c, std::error_code ec) {
+  if (ec && ec != errc::backend_shutting_down && c) c->failed(ec);
+}
+
+}  // namespace
 
 std::error_code validate(const concurrency_policy& p) noexcept {
   if (p.limit < 1 || p.limit > max_concurrency_limit) return errc::invalid_limit;
@@ -86,12 +94,18 @@ void slot::start_release(std::function<void(std::error_code)> done) noexcept {
   }
   try {
     const slot_request r{slot_operation::release, id_, 0, std::chrono::milliseconds{0}};
-    on_->async_slot(key_, r,
-                    [c = counters_, done = std::move(done)](std::error_code ec, slot_reply) {
-                      // A backend going away drops what is queued: not trouble worth a log line.
-                      if (ec && ec != errc::backend_shutting_down && c) c->failed(ec);
-                      if (done) done(ec);
-                    });
+    if (done) {
+      on_->async_slot(key_, r,
+                      [c = counters_, done = std::move(done)](std::error_code ec, slot_reply) {
+                        count_release_error(c, ec);
+                        done(ec);
+                      });
+    } else {
+      // release(): one shared_ptr captured, so the handler fits std::function's own storage
+      // (no allocation per release).
+      on_->async_slot(
+          key_, r, [c = counters_](std::error_code ec, slot_reply) { count_release_error(c, ec); });
+    }
   } catch (...) {
     // No memory to send it: the lease ends by itself. `done` went with the attempt.
   }
