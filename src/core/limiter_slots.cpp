@@ -4,6 +4,7 @@
 #include <sluice/limiter.hpp>
 
 #include <algorithm>
+#include <array>
 #include <condition_variable>
 #include <mutex>
 #include <random>
@@ -38,8 +39,12 @@ void limiter::start_acquire(std::string_view key, const concurrency_policy& p,
     done(ec, slot{});
     return;
   }
-  std::string id = detail::new_slot_id();
-  const slot_request request{slot_operation::acquire, id, p.limit, p.lease_ttl};
+  // Kept as 32 chars, not a std::string: the completion copies it without an allocation,
+  // and only a held slot makes a string of it.
+  std::array<char, 32> id;
+  detail::new_slot_id(id);
+  const slot_request request{slot_operation::acquire, std::string_view(id.data(), id.size()),
+                             p.limit, p.lease_ttl};
   auto primary = slot_backend(false);
   auto& on = *primary;
   on.async_slot(key, request,
@@ -56,7 +61,7 @@ void limiter::start_acquire(std::string_view key, const concurrency_policy& p,
                     if (reply.held) {
                       s.held_ = true;
                       s.on_ = std::move(from);
-                      s.id_ = std::move(id);
+                      s.id_.assign(id.data(), id.size());
                       s.expires_in_ = reply.expires_in;
                       detail::slot_counters::add(counters->acquired);
                     } else {
@@ -87,7 +92,9 @@ void limiter::start_acquire(std::string_view key, const concurrency_policy& p,
                     case failure_mode::local: {
                       detail::slot_counters::add(counters->degraded_local);
                       slot_reply lr;
-                      const slot_request again{slot_operation::acquire, id, p.limit, p.lease_ttl};
+                      const slot_request again{slot_operation::acquire,
+                                               std::string_view(id.data(), id.size()), p.limit,
+                                               p.lease_ttl};
                       // The fallback is the in-process memory backend: it answers inline.
                       if (detail::slot_step_blocking(*fallback, s.key_, again, lr)) {
                         // It cannot fail; if it ever did, refuse rather than admit without a limit.

@@ -45,7 +45,7 @@ struct random_pool {
 
 }  // namespace
 
-std::string new_slot_id() {
+void new_slot_id(std::array<char, 32>& hex) {
   static const int registered = ::pthread_atfork(nullptr, nullptr, slot_ids_after_fork_in_child);
   (void)registered;
   thread_local random_pool pool;
@@ -66,7 +66,6 @@ std::string new_slot_id() {
     }
     return t;
   }();
-  std::string hex(32, '0');
   for (std::size_t w = 0; w < 2; ++w) {
     std::uint64_t v = pool.words[pool.next + w];
     for (std::size_t i = 0; i < 8; ++i, v >>= 8) {
@@ -78,7 +77,12 @@ std::string new_slot_id() {
     pool.words[pool.next + w] = 0;
   }
   pool.next += 2;
-  return hex;
+}
+
+std::string new_slot_id() {
+  std::array<char, 32> hex;
+  new_slot_id(hex);
+  return std::string(hex.data(), hex.size());
 }
 
 std::error_code slot_step_blocking(backend& b, std::string_view key, const slot_request& request,
