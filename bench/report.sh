@@ -65,6 +65,20 @@ median3() {  # median3 SUFFIX PREFIX
 }
 h_lib_rate="$(median3 lib_lease.decisions_per_s h)"
 h_lib_calls="$(median3 lib_lease.calls_per_1000 h)"
+# Issue 34 (section i): medians of three rounds.
+i_pairs="$(median3 mem_pairs_k1.per_sec i)"
+i_pairs_cpu="$(median3 mem_pairs_k1.per_cpu_sec i)"
+i_pairs10k="$(median3 mem_pairs_k10000.per_sec i)"
+i_check="$(median3 mem_check_k1.per_sec i)"
+i_vs_check="$(paired mem_pairs_k1.per_sec mem_check_k1.per_sec i)"
+for m in run_on own_thread; do
+  for v in acquire_p50_us acquire_p99_us acquire_p999_us release_p50_us release_p99_us \
+    release_p999_us pair_p50_us pair_p99_us pair_p999_us pairs_per_s; do
+    declare "i_${m}_${v}=$(median3 "slots_${m}.${v}" i)"
+  done
+done
+i_rb_p50="$(median3 rb_ref_c200_P1.p50_us i)"
+i_rb_p99="$(median3 rb_ref_c200_P1.p99_us i)"
 lib50_vs_p16="$(ratio lib_async_50.per_sec rb_ref_c50_P16.per_sec)"
 pair_tput="$(paired lib_50.per_sec ref_P16.per_sec)"
 pair_p50="$(paired lib_1.p50_us ref_c1.p50_us)"
@@ -179,6 +193,32 @@ of a policy with \`lease_ttl: 50ms\`, on Redis and on memory. Three alternating 
 | ... <= 1 script call per 1,000 decisions | $h_lib_calls | $(verdict "$h_lib_calls" "<=" 1) |
 | sluiced, one hot key on Redis with leases >= 0.95x sluiced on memory (wrk -t2 -c50) | ${h_hot%% *}x ${h_hot#* } | $(verdict "${h_hot%% *}" ">=" 0.95) |
 | (same, ShouldRateLimit on one leased descriptor value, sluice_bench_rls 50 streams) | ${h_rls_hot%% *}x ${h_rls_hot#* } | $(verdict "${h_rls_hot%% *}" ">=" 0.95) |
+
+## Targets (issue 34: concurrency limits, section i)
+
+Memory: \`sluice_bench_slots\` (Google Benchmark), \`limiter::try_acquire\` then the slot's
+\`release()\` on a default \`limiter::in_memory()\`, one thread, one key (limit 1000: every
+acquire admitted), beside \`limiter::check\` on the same limiter. Redis: \`sluice_bench_slots_redis\`,
+200 coroutines on one io_context, each \`async_try_acquire\` (1,000 keys), a hold uniform in
+1..10 ms, \`async_release\`; latencies of each call and of the two summed, after 1 s of
+warm-up. "one thread": the backend on the callers' io_context (\`redis_options::run_on\`);
+"own I/O thread": the default. Beside it, redis-benchmark EVALSHA of the reference script at
+-c 200 -P 1. Three rounds; medians.
+
+| Target | Figure | Verdict |
+|---|---|---|
+| Memory: >= 5,000,000 acquire+release pairs/s on one thread | $i_pairs (per CPU second: $i_pairs_cpu; 10k keys: $i_pairs10k) | $(verdict "$i_pairs" ">=" 5000000) |
+| ... beside \`check\` on one thread ($i_check/s) | ${i_vs_check%% *}x ${i_vs_check#* } | (reference) |
+| Redis, 200 callers, one thread: acquire p99 < 1 ms | $i_run_on_acquire_p99_us us | $(verdict "$i_run_on_acquire_p99_us" "<=" 999) |
+| ... release p99 < 1 ms | $i_run_on_release_p99_us us | $(verdict "$i_run_on_release_p99_us" "<=" 999) |
+| ... acquire + release summed, p99 < 1 ms | $i_run_on_pair_p99_us us | $(verdict "$i_run_on_pair_p99_us" "<=" 999) |
+| Redis, 200 callers, own I/O thread: acquire + release summed, p99 < 1 ms | $i_own_thread_pair_p99_us us | $(verdict "$i_own_thread_pair_p99_us" "<=" 999) |
+
+| Redis, 200 callers | pairs/s | acquire p50 / p99 / p999 (us) | release p50 / p99 / p999 (us) | pair p50 / p99 / p999 (us) |
+|---|---|---|---|---|
+| one thread (run_on) | $i_run_on_pairs_per_s | $i_run_on_acquire_p50_us / $i_run_on_acquire_p99_us / $i_run_on_acquire_p999_us | $i_run_on_release_p50_us / $i_run_on_release_p99_us / $i_run_on_release_p999_us | $i_run_on_pair_p50_us / $i_run_on_pair_p99_us / $i_run_on_pair_p999_us |
+| own I/O thread | $i_own_thread_pairs_per_s | $i_own_thread_acquire_p50_us / $i_own_thread_acquire_p99_us / $i_own_thread_acquire_p999_us | $i_own_thread_release_p50_us / $i_own_thread_release_p99_us / $i_own_thread_release_p999_us | $i_own_thread_pair_p50_us / $i_own_thread_pair_p99_us / $i_own_thread_pair_p999_us |
+| redis-benchmark EVALSHA (reference script), -c 200 -P 1 | | p50 $i_rb_p50 / p99 $i_rb_p99 (one call) | | |
 
 ![throughput and p99 against concurrency](bench/concurrency.svg)
 

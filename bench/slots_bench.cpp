@@ -50,6 +50,26 @@ void BM_AcquireRelease(benchmark::State& state) {
 BENCHMARK(BM_AcquireRelease)->Arg(1)->Arg(10'000)->Threads(1)->UseRealTime();
 BENCHMARK(BM_AcquireRelease)->Arg(1)->Arg(10'000)->ThreadPerCpu()->UseRealTime();
 
+// The reference beside it (scripts/bench part i): a plain limiter::check on the same
+// limiter and keys, on one thread, through the same public API.
+void BM_Check(benchmark::State& state) {
+  auto& lim = shared_limiter();
+  const sluice::policy p{.capacity = 1'000'000'000, .refill_per_second = 1'000'000'000};
+  const auto keys = static_cast<std::uint64_t>(state.range(0));
+  std::array<char, 32> buf{};
+  std::uint64_t x = 0x9e3779b97f4a7c15ull;
+  std::uint64_t refused = 0;  // denied; one counter name for both (the CSV output needs it)
+  for (auto _ : state) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    if (!lim.check(key_of(x % keys, buf), p).allowed) ++refused;
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["refused"] = static_cast<double>(refused);
+}
+BENCHMARK(BM_Check)->Arg(1)->Arg(10'000)->Threads(1)->UseRealTime();
+
 }  // namespace
 
 BENCHMARK_MAIN();

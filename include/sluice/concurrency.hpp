@@ -6,12 +6,19 @@
 /// (sluice/limiter.hpp) take them.
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/system_executor.hpp>
 #include <sluice/backend.hpp>
+#include <sluice/completion.hpp>
 #include <sluice/policy.hpp>
 
 namespace sluice {
@@ -98,6 +105,53 @@ class slot {
   bool renew(std::error_code& ec);
   bool renew();
 
+  /// Asynchronous release(): gives the slot back and completes when the backend has
+  /// answered. Completion signature `void(std::error_code)`: the backend's error (the lease
+  /// then ends by itself), or none (also when the slot was not held, had ended, or is held
+  /// by no backend). The slot is not held from the call on. The handler never runs inline:
+  /// it is posted to its associated executor (default: boost::asio::system_executor).
+  template <class CompletionToken>
+  auto async_release(CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(std::error_code)>(
+        [this](auto handler) {
+          auto ex = boost::asio::get_associated_executor(handler, boost::asio::system_executor());
+          auto work = boost::asio::make_work_guard(ex);
+          auto shared = std::make_shared<decltype(handler)>(std::move(handler));
+          start_release([shared, work](std::error_code ec) mutable {
+            post_completion(work.get_executor(),
+                            [shared = std::move(shared), ec] { (*shared)(ec); });
+            work.reset();
+          });
+        },
+        token);
+  }
+
+  /// Asynchronous renew(). Completion signature `void(std::error_code, bool still_held)`,
+  /// as renew(ec) answers: still_held false with no error when the lease had ended (the slot
+  /// is then no longer held here); an error when the backend failed (the slot stays held).
+  /// This slot must stay where it is, unused, until the handler runs: the answer is written
+  /// into it (in_flight(), expires_in(), held()) on the handler's executor, just before the
+  /// handler is called. The handler never runs inline: it is posted to its associated
+  /// executor (default: boost::asio::system_executor).
+  template <class CompletionToken>
+  auto async_renew(CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(std::error_code, bool)>(
+        [this](auto handler) {
+          auto ex = boost::asio::get_associated_executor(handler, boost::asio::system_executor());
+          auto work = boost::asio::make_work_guard(ex);
+          auto shared = std::make_shared<decltype(handler)>(std::move(handler));
+          start_renew([this, shared, work](std::error_code bec, slot_reply r) mutable {
+            post_completion(work.get_executor(), [this, shared = std::move(shared), bec, r] {
+              std::error_code ec;
+              const bool held = finish_renew(bec, r, ec);
+              (*shared)(ec, held);
+            });
+            work.reset();
+          });
+        },
+        token);
+  }
+
   /// Stops owning the slot without releasing it, and returns its id (empty when not held or
   /// held by no backend): its lease goes on until released by id (limiter::slot_step) or
   /// it ends. For a slot handed to someone else, e.g. sluiced's POST /v1/acquire.
@@ -124,6 +178,16 @@ class slot {
  private:
   friend class limiter;
   void clear() noexcept;
+  /// The release step, sent; `done` gets the backend's error, where the backend completes
+  /// (inline when the slot holds nothing to send). The slot is cleared at once.
+  void start_release(std::function<void(std::error_code)> done) noexcept;
+  /// The renew step, sent (the one path of renew() and async_renew()); `done` gets the
+  /// backend's answer where the backend completes it, or a made-up one (inline) when there
+  /// is nothing to ask: not held, or held by no backend.
+  void start_renew(std::function<void(std::error_code, slot_reply)> done);
+  /// Applies a renew step's answer to this slot and the counters: still held or not, and
+  /// `ec` (the backend's error `bec`).
+  bool finish_renew(std::error_code bec, const slot_reply& r, std::error_code& ec) noexcept;
 
   std::shared_ptr<detail::slot_counters> counters_;
   std::shared_ptr<backend> on_;  // holds the record; null when refused or degraded `open`

@@ -1,8 +1,9 @@
 #include "algorithm/slots.hpp"
 
 #include <algorithm>
-#include <array>
+#include <bit>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 
 namespace sluice::detail {
@@ -20,13 +21,6 @@ slot_holder* find(slot_table& t, const slot_id& id) {
 
 std::int64_t count(const slot_table& t) { return static_cast<std::int64_t>(t.holders.size()); }
 
-constexpr int hex_digit(char c) noexcept {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 }  // namespace
 
 std::string to_hex(const slot_id& id) {
@@ -36,29 +30,43 @@ std::string to_hex(const slot_id& id) {
   return std::string(out, 32);
 }
 
+namespace {
+
+constexpr std::uint64_t bytes(std::uint8_t b) noexcept { return 0x0101010101010101ull * b; }
+
+// 8 hex digits (either case) read as one little-endian word, 8 bits per digit (SWAR): their
+// value, or nothing when one is not a hex digit. On every step of the memory backend (an
+// acquire and a release parse an id each): a few word operations instead of a table lookup
+// and a shift per digit. Adding to a byte below 0x80 never carries into the next one.
+std::optional<std::uint32_t> parse8(std::uint64_t x) noexcept {
+  const std::uint64_t high = bytes(0x80);
+  if (x & high) return std::nullopt;  // not ASCII
+  const std::uint64_t digit = ((x + bytes(0x80 - '0')) & ~(x + bytes(0x80 - '9' - 1))) & high;
+  const std::uint64_t lower = x | bytes(0x20);  // 'A'..'F' as 'a'..'f'; no other byte lands there
+  const std::uint64_t alpha =
+      ((lower + bytes(0x80 - 'a')) & ~(lower + bytes(0x80 - 'f' - 1))) & high;
+  if ((digit | alpha) != high) return std::nullopt;
+  // '0'..'9' & 0xf is the value; 'a'..'f' & 0xf is 1..6, so 9 more.
+  const std::uint64_t n = (x & bytes(0x0f)) + (alpha >> 7) * 9;
+  // Byte i is digit i (the most significant first): pair them, then the four pairs.
+  const std::uint64_t p = ((n << 4) | (n >> 8)) & 0x00ff00ff00ff00ffull;
+  return static_cast<std::uint32_t>(((p & 0xff) << 24) | (((p >> 16) & 0xff) << 16) |
+                                    (((p >> 32) & 0xff) << 8) | ((p >> 48) & 0xff));
+}
+
+}  // namespace
+
 std::optional<slot_id> parse_slot_id(std::string_view hex) noexcept {
-  // On every step of the memory backend: a table and one validity check per half, instead
-  // of a branch per digit.
-  static constexpr auto values = [] {
-    std::array<std::uint8_t, 256> v{};
-    v.fill(0xff);
-    for (int c = 0; c < 256; ++c) {
-      const int d = hex_digit(static_cast<char>(c));
-      if (d >= 0) v[static_cast<std::size_t>(c)] = static_cast<std::uint8_t>(d);
-    }
-    return v;
-  }();
+  static_assert(std::endian::native == std::endian::little, "parse8 reads words little-endian");
   if (hex.size() != 32) return std::nullopt;
   std::uint64_t half[2] = {0, 0};
-  std::uint8_t invalid = 0;
-  for (std::size_t h = 0; h < 2; ++h) {
-    for (std::size_t i = 0; i < 16; ++i) {
-      const auto d = values[static_cast<unsigned char>(hex[h * 16 + i])];
-      invalid |= d & 0xf0;
-      half[h] = (half[h] << 4) | (d & 0x0f);
-    }
+  for (std::size_t q = 0; q < 4; ++q) {
+    std::uint64_t x;
+    std::memcpy(&x, hex.data() + q * 8, 8);
+    const auto v = parse8(x);
+    if (!v) return std::nullopt;
+    half[q / 2] = (half[q / 2] << 32) | *v;
   }
-  if (invalid != 0) return std::nullopt;
   return slot_id{half[0], half[1]};
 }
 

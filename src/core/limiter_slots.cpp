@@ -4,6 +4,7 @@
 #include <sluice/limiter.hpp>
 
 #include <algorithm>
+#include <array>
 #include <condition_variable>
 #include <mutex>
 #include <stdexcept>
@@ -36,8 +37,12 @@ void limiter::start_acquire(std::string_view key, const concurrency_policy& p,
     done(ec, slot{});
     return;
   }
-  std::string id = detail::new_slot_id();
-  const slot_request request{slot_operation::acquire, id, p.limit, p.lease_ttl};
+  // Kept as 32 chars, not a std::string: the completion copies it without an allocation,
+  // and only a held slot makes a string of it.
+  std::array<char, 32> id;
+  detail::new_slot_id(id);
+  const slot_request request{slot_operation::acquire, std::string_view(id.data(), id.size()),
+                             p.limit, p.lease_ttl};
   auto primary = slot_backend(false);
   auto& on = *primary;
   on.async_slot(key, request,
@@ -54,7 +59,7 @@ void limiter::start_acquire(std::string_view key, const concurrency_policy& p,
                     if (reply.held) {
                       s.held_ = true;
                       s.on_ = std::move(from);
-                      s.id_ = std::move(id);
+                      s.id_.assign(id.data(), id.size());
                       s.expires_in_ = reply.expires_in;
                       detail::slot_counters::add(counters->acquired);
                     } else {
@@ -85,7 +90,9 @@ void limiter::start_acquire(std::string_view key, const concurrency_policy& p,
                     case failure_mode::local: {
                       detail::slot_counters::add(counters->degraded_local);
                       slot_reply lr;
-                      const slot_request again{slot_operation::acquire, id, p.limit, p.lease_ttl};
+                      const slot_request again{slot_operation::acquire,
+                                               std::string_view(id.data(), id.size()), p.limit,
+                                               p.lease_ttl};
                       // The fallback is the in-process memory backend: it answers inline.
                       if (detail::slot_step_blocking(*fallback, s.key_, again, lr)) {
                         // It cannot fail; if it ever did, refuse rather than admit without a limit.
@@ -102,9 +109,14 @@ void limiter::start_acquire(std::string_view key, const concurrency_policy& p,
 }
 
 slot limiter::try_acquire(std::string_view key, const concurrency_policy& p, std::error_code& ec) {
-  // On this thread's stack: this waits until the handler has run (exactly once), and the
-  // handler touches the waiter only under its mutex, notifying before it lets go.
+  // On this thread's stack: this waits until the handler has run (exactly once). A handler
+  // that runs on this thread runs inline (this thread does nothing else until it returns):
+  // it just fills the waiter, with no lock to take (the memory backend's case, on every
+  // acquire). On another thread it touches the waiter only under its mutex, notifying
+  // before it lets go.
   struct waiter {
+    std::thread::id caller = std::this_thread::get_id();
+    bool inline_done = false;
     std::mutex mu;
     std::condition_variable cv;
     bool done = false;
@@ -112,14 +124,22 @@ slot limiter::try_acquire(std::string_view key, const concurrency_policy& p, std
     slot s;
   } w;
   start_acquire(key, p, [&w](std::error_code e, slot s) {
+    if (std::this_thread::get_id() == w.caller) {
+      w.ec = e;
+      w.s = std::move(s);
+      w.inline_done = true;
+      return;
+    }
     std::lock_guard lock(w.mu);
     w.ec = e;
     w.s = std::move(s);
     w.done = true;
     w.cv.notify_one();
   });
-  std::unique_lock lock(w.mu);
-  w.cv.wait(lock, [&] { return w.done; });
+  if (!w.inline_done) {
+    std::unique_lock lock(w.mu);
+    w.cv.wait(lock, [&] { return w.done; });
+  }
   ec = w.ec;
   return std::move(w.s);
 }

@@ -2,11 +2,21 @@
 #include <sluice/concurrency.hpp>
 #include <sluice/error.hpp>
 
+#include <condition_variable>
+#include <mutex>
 #include <utility>
 
 #include "core/slot_support.hpp"
 
 namespace sluice {
+namespace {
+
+// A release's error. A backend going away drops what is queued: not trouble worth a log line.
+void count_release_error(const std::shared_ptr<detail::slot_counters>& c, std::error_code ec) {
+  if (ec && ec != errc::backend_shutting_down && c) c->failed(ec);
+}
+
+}  // namespace
 
 std::error_code validate(const concurrency_policy& p) noexcept {
   if (p.limit < 1 || p.limit > max_concurrency_limit) return errc::invalid_limit;
@@ -67,36 +77,66 @@ void slot::clear() noexcept {
 }
 
 void slot::release() noexcept {
-  if (!held_) return;
+  // Not waited for: the answer only says whether it was still held.
+  start_release({});
+}
+
+void slot::start_release(std::function<void(std::error_code)> done) noexcept {
+  if (!held_) {
+    if (done) done({});
+    return;
+  }
   if (counters_) detail::slot_counters::add(counters_->released);
-  if (on_) {
-    try {
-      const slot_request r{slot_operation::release, id_, 0, std::chrono::milliseconds{0}};
-      // Not waited for: the answer only says whether it was still held.
-      on_->async_slot(key_, r, [c = counters_](std::error_code ec, slot_reply) {
-        // A backend going away drops what is queued: not trouble worth a log line.
-        if (ec && ec != errc::backend_shutting_down && c) c->failed(ec);
-      });
-    } catch (...) {
-      // No memory to send it: the lease ends by itself.
+  if (!on_) {
+    clear();
+    if (done) done({});
+    return;
+  }
+  try {
+    const slot_request r{slot_operation::release, id_, 0, std::chrono::milliseconds{0}};
+    if (done) {
+      on_->async_slot(key_, r,
+                      [c = counters_, done = std::move(done)](std::error_code ec, slot_reply) {
+                        count_release_error(c, ec);
+                        done(ec);
+                      });
+    } else {
+      // release(): one shared_ptr captured, so the handler fits std::function's own storage
+      // (no allocation per release).
+      on_->async_slot(
+          key_, r, [c = counters_](std::error_code ec, slot_reply) { count_release_error(c, ec); });
     }
+  } catch (...) {
+    // No memory to send it: the lease ends by itself. `done` went with the attempt.
   }
   // Sent before this wake-up: a woken waiter's acquire reaches the backend after it.
   if (counters_) counters_->waitlist.released(key_);
   clear();
 }
 
-bool slot::renew(std::error_code& ec) {
+void slot::start_renew(std::function<void(std::error_code, slot_reply)> done) {
+  if (!held_ || !on_) {
+    // Not held: nothing to keep. Degraded `open`: no backend holds it, nothing can take it.
+    slot_reply r;
+    r.held = held_;
+    r.in_flight = in_flight_;
+    r.expires_in = expires_in_;
+    done({}, r);
+    return;
+  }
+  on_->async_slot(key_, slot_request{slot_operation::renew, id_, limit_, lease_ttl_},
+                  std::move(done));
+}
+
+bool slot::finish_renew(std::error_code bec, const slot_reply& r, std::error_code& ec) noexcept {
   ec.clear();
   if (!held_) return false;
-  if (!on_) return true;  // degraded `open`: no backend holds it, nothing can take it
-  slot_reply r;
-  ec = detail::slot_step_blocking(*on_, key_,
-                                  slot_request{slot_operation::renew, id_, limit_, lease_ttl_}, r);
-  if (ec) {
+  if (!on_) return true;
+  if (bec) {
+    ec = bec;
     if (counters_) {
       detail::slot_counters::add(counters_->renew_failures);
-      counters_->failed(ec);
+      counters_->failed(bec);
     }
     return false;
   }
@@ -111,6 +151,30 @@ bool slot::renew(std::error_code& ec) {
   if (counters_) detail::slot_counters::add(counters_->renewed);
   expires_in_ = r.expires_in;
   return true;
+}
+
+bool slot::renew(std::error_code& ec) {
+  // The async step, waited for: the answer is applied here, on the caller's thread.
+  struct waiter {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::error_code ec;
+    slot_reply reply;
+  };
+  auto w = std::make_shared<waiter>();
+  start_renew([w](std::error_code e, slot_reply r) {
+    std::lock_guard lock(w->mu);
+    w->ec = e;
+    w->reply = r;
+    w->done = true;
+    w->cv.notify_one();
+  });
+  {
+    std::unique_lock lock(w->mu);
+    w->cv.wait(lock, [&] { return w->done; });
+  }
+  return finish_renew(w->ec, w->reply, ec);
 }
 
 bool slot::renew() {

@@ -35,17 +35,17 @@ void fill_random(void* p, std::size_t n) {
   }
 }
 
-// One getrandom(2) call per 32 ids: a system call per acquire would cost more than the
-// memory backend's whole step.
+// One getrandom(2) call per 256 ids (4 KiB): a system call per acquire would cost more than
+// the memory backend's whole step, and the kernel's per-call setup is paid once per block.
 struct random_pool {
-  std::array<std::uint64_t, 64> words{};
-  std::size_t next = 64;
+  std::array<std::uint64_t, 512> words{};
+  std::size_t next = 512;
   std::uint64_t generation = 0;
 };
 
 }  // namespace
 
-std::string new_slot_id() {
+void new_slot_id(std::array<char, 32>& hex) {
   static const int registered = ::pthread_atfork(nullptr, nullptr, slot_ids_after_fork_in_child);
   (void)registered;
   thread_local random_pool pool;
@@ -55,18 +55,34 @@ std::string new_slot_id() {
     pool.next = 0;
     pool.generation = generation;
   }
-  // As to_hex() writes it (16 lowercase digits of each word, high word first), without
-  // snprintf: this is on every acquire.
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string hex(32, '0');
+  // As to_hex() writes it (16 lowercase digits of each word, high word first), two digits
+  // per table lookup, without snprintf: this is on every acquire.
+  static constexpr auto pairs = [] {
+    std::array<char, 512> t{};
+    constexpr char digits[] = "0123456789abcdef";
+    for (std::size_t b = 0; b < 256; ++b) {
+      t[2 * b] = digits[b >> 4];
+      t[2 * b + 1] = digits[b & 0xf];
+    }
+    return t;
+  }();
   for (std::size_t w = 0; w < 2; ++w) {
     std::uint64_t v = pool.words[pool.next + w];
-    for (std::size_t i = 0; i < 16; ++i, v >>= 4) hex[w * 16 + 15 - i] = digits[v & 0xf];
+    for (std::size_t i = 0; i < 8; ++i, v >>= 8) {
+      const auto b = static_cast<std::size_t>(v & 0xff);
+      hex[w * 16 + 14 - 2 * i] = pairs[2 * b];
+      hex[w * 16 + 15 - 2 * i] = pairs[2 * b + 1];
+    }
     // Handed out once: wiped, so that nothing later reads it from this pool.
     pool.words[pool.next + w] = 0;
   }
   pool.next += 2;
-  return hex;
+}
+
+std::string new_slot_id() {
+  std::array<char, 32> hex;
+  new_slot_id(hex);
+  return std::string(hex.data(), hex.size());
 }
 
 std::error_code slot_step_blocking(backend& b, std::string_view key, const slot_request& request,

@@ -2,6 +2,7 @@
 // What the limiter's concurrency limits (limiter_slots.cpp) and sluice::slot (slot.cpp)
 // share, private: the counters behind limiter::slot_stats(), slot ids, and one slot step
 // waited for.
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -39,6 +40,8 @@ struct slot_counters {
 /// child never hand out the same ids. Thread-safe. Throws std::system_error if the kernel
 /// has no random bytes to give (no getrandom(2): Linux < 3.17).
 std::string new_slot_id();
+/// new_slot_id() into `hex`, with no allocation (an acquire copies it into its completion).
+void new_slot_id(std::array<char, 32>& hex);
 
 /// One step on `b`, waited for: what `b` answered, or its error. Must not be called from a
 /// thread that `b`'s I/O runs on (the answer would wait for this thread).

@@ -21,7 +21,15 @@ std::error_code slot_store::apply(std::string_view key, const slot_request& requ
       out = slot_reply{};
       return {};
     }
-    it = s.tables.emplace(std::string(key), slot_table{}).first;
+    // A node kept from the last key that emptied: its key's and holders' storage is
+    // reused, so a key that comes and goes (acquire, release, acquire...) allocates nothing.
+    if (s.spare.empty()) {
+      it = s.tables.emplace(std::string(key), slot_table{}).first;
+    } else {
+      s.spare.key().assign(key);
+      s.spare.mapped().holders.clear();
+      it = s.tables.insert(std::move(s.spare)).position;
+    }
   }
   const auto ttl_ms = static_cast<std::int64_t>(request.lease_ttl.count());
   slot_outcome o;
@@ -36,7 +44,13 @@ std::error_code slot_store::apply(std::string_view key, const slot_request& requ
       o = slots_renew(it->second, *id, ttl_ms, now_ms);
       break;
   }
-  if (it->second.holders.empty()) s.tables.erase(it);
+  if (it->second.holders.empty()) {
+    if (s.spare.empty()) {
+      s.spare = s.tables.extract(it);
+    } else {
+      s.tables.erase(it);
+    }
+  }
   out.held = o.held;
   out.in_flight = static_cast<std::uint64_t>(o.in_flight);
   out.retry_after = std::chrono::milliseconds{o.retry_after_ms};

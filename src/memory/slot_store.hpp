@@ -37,9 +37,11 @@ class slot_store {
       return std::hash<std::string_view>{}(s);
     }
   };
+  using table_map = std::unordered_map<std::string, slot_table, key_hash, std::equal_to<>>;
   struct alignas(64) shard {
     mutable std::mutex mu;
-    std::unordered_map<std::string, slot_table, key_hash, std::equal_to<>> tables;
+    table_map tables;
+    table_map::node_type spare;      // one emptied key's node, reused by the next new key
     std::int64_t next_sweep_ms = 0;  // when to look for keys whose holders all died
   };
   static constexpr std::size_t shard_count = 16;

@@ -72,5 +72,25 @@ TEST(Slots, IdsAre32HexDigitsBothWays) {
   EXPECT_FALSE(parse_slot_id(""));
 }
 
+// The parser reads 8 digits at a time: every byte value, at every position, is accepted
+// exactly when it is a hex digit, and read as its value.
+TEST(SlotsTest, ParsesEveryByteAtEveryPosition) {
+  const std::string base(32, '0');
+  for (std::size_t at = 0; at < 32; ++at) {
+    for (int c = 0; c < 256; ++c) {
+      std::string hex = base;
+      hex[at] = static_cast<char>(c);
+      const bool is_hex =
+          (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+      const auto id = parse_slot_id(hex);
+      ASSERT_EQ(id.has_value(), is_hex) << "byte " << c << " at " << at;
+      if (!id) continue;
+      const std::uint64_t v = c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
+      const std::uint64_t shifted = v << (4 * (15 - at % 16));
+      EXPECT_EQ(*id, (at < 16 ? slot_id{shifted, 0} : slot_id{0, shifted}));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sluice::detail
