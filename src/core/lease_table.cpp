@@ -306,9 +306,18 @@ bool lease_table::sweep_held() {
   // Checks are sweeping (or the clock stands still, in a test): keep watching.
   if (now < at || !next_sweep_ms_.compare_exchange_strong(at, now + sweep_every_ms)) return true;
   if (sweep(now)) return true;
-  // A grant between the sweep and this store is not watched: its units go back at the next
-  // check or the table's end, as they would without the sweeper.
   watched.store(false, std::memory_order_release);
+  // A grant that landed since the sweep found `watched` still set and did not watch the
+  // table again: look once more. Whoever sets `watched` first keeps it in the list.
+  return holds_units(now) && !watched.exchange(true, std::memory_order_acq_rel);
+}
+
+bool lease_table::holds_units(std::int64_t now) {
+  for (auto& s : shards_) {
+    std::lock_guard lock(s.mu);
+    for (const auto& [key, e] : s.map)
+      if (e->ledger.asking() || e->ledger.held(now) > 0) return true;
+  }
   return false;
 }
 

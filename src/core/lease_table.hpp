@@ -123,6 +123,8 @@ class lease_table : public std::enable_shared_from_this<lease_table> {
   void on_granted(const std::string& key, std::error_code ec, const lease_grant& g);
   // Gives back the leases that ended and drops idle keys; true when units are still held.
   bool sweep(std::int64_t now);
+  // Whether any key holds units or asks for them.
+  bool holds_units(std::int64_t now);
 
   const std::shared_ptr<backend> primary_;
   const std::shared_ptr<const clock> clock_;
