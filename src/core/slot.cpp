@@ -2,8 +2,6 @@
 #include <sluice/concurrency.hpp>
 #include <sluice/error.hpp>
 
-#include <condition_variable>
-#include <mutex>
 #include <utility>
 
 #include "core/slot_support.hpp"
@@ -155,26 +153,10 @@ bool slot::finish_renew(std::error_code bec, const slot_reply& r, std::error_cod
 
 bool slot::renew(std::error_code& ec) {
   // The async step, waited for: the answer is applied here, on the caller's thread.
-  struct waiter {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    std::error_code ec;
-    slot_reply reply;
-  };
-  auto w = std::make_shared<waiter>();
-  start_renew([w](std::error_code e, slot_reply r) {
-    std::lock_guard lock(w->mu);
-    w->ec = e;
-    w->reply = r;
-    w->done = true;
-    w->cv.notify_one();
-  });
-  {
-    std::unique_lock lock(w->mu);
-    w->cv.wait(lock, [&] { return w->done; });
-  }
-  return finish_renew(w->ec, w->reply, ec);
+  slot_reply r;
+  const auto bec =
+      detail::await_slot_reply([this](slot_handler h) { start_renew(std::move(h)); }, r);
+  return finish_renew(bec, r, ec);
 }
 
 bool slot::renew() {

@@ -85,8 +85,7 @@ std::string new_slot_id() {
   return std::string(hex.data(), hex.size());
 }
 
-std::error_code slot_step_blocking(backend& b, std::string_view key, const slot_request& request,
-                                   slot_reply& out) {
+std::error_code await_slot_reply(const std::function<void(slot_handler)>& start, slot_reply& out) {
   struct waiter {
     std::mutex mu;
     std::condition_variable cv;
@@ -95,7 +94,7 @@ std::error_code slot_step_blocking(backend& b, std::string_view key, const slot_
     slot_reply reply;
   };
   auto w = std::make_shared<waiter>();
-  b.async_slot(key, request, [w](std::error_code ec, slot_reply r) {
+  start([w](std::error_code ec, slot_reply r) {
     std::lock_guard lock(w->mu);
     w->ec = ec;
     w->reply = r;
@@ -106,6 +105,11 @@ std::error_code slot_step_blocking(backend& b, std::string_view key, const slot_
   w->cv.wait(lock, [&] { return w->done; });
   out = w->reply;
   return w->ec;
+}
+
+std::error_code slot_step_blocking(backend& b, std::string_view key, const slot_request& request,
+                                   slot_reply& out) {
+  return await_slot_reply([&](slot_handler h) { b.async_slot(key, request, std::move(h)); }, out);
 }
 
 }  // namespace sluice::detail

@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -43,8 +44,11 @@ std::string new_slot_id();
 /// new_slot_id() into `hex`, with no allocation (an acquire copies it into its completion).
 void new_slot_id(std::array<char, 32>& hex);
 
-/// One step on `b`, waited for: what `b` answered, or its error. Must not be called from a
-/// thread that `b`'s I/O runs on (the answer would wait for this thread).
+/// Starts one slot step (`start` hands it the handler) and waits for its answer: what the
+/// backend answered, or its error. Must not be called from a thread that the backend's I/O
+/// runs on (the answer would wait for this thread).
+std::error_code await_slot_reply(const std::function<void(slot_handler)>& start, slot_reply& out);
+/// One step on `b`, waited for (await_slot_reply).
 std::error_code slot_step_blocking(backend& b, std::string_view key, const slot_request& request,
                                    slot_reply& out);
 
