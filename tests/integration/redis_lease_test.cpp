@@ -187,7 +187,10 @@ TEST(RedisLeaseTest, AHolderKilledWithSigkillOnlyUnderAdmits) {
   // The killed process's leases were debited and never given back: the survivors get less,
   // never more.
   EXPECT_LE(static_cast<double>(s.allowed), bound(p, s.us));
-  EXPECT_GT(static_cast<double>(s.allowed), 0.5 * allowance(p, s.us));
+  // And they are still served (a loose floor: under ASan on 2 cores, 3 processes checking
+  // as fast as they can got 0.45x).
+  EXPECT_GT(static_cast<double>(s.allowed), 0.25 * allowance(p, s.us));
+  for (const auto& t : ts) EXPECT_GT(t.allowed, 0u);
 }
 
 TEST(RedisLeaseTest, OneProcessDecidesMostChecksLocally) {
