@@ -65,12 +65,26 @@ class slot_waiter : public std::enable_shared_from_this<slot_waiter> {
   /// Under the lock: whether released() may hand this waiter the freed slot.
   bool idle_locked() const noexcept { return phase_ == phase::idle; }
 
-  /// Under the lock, for released(): stop the timer and mark the attempt started (made by
-  /// the caller after unlocking).
-  void wake_locked() {
-    phase_ = phase::attempting;
-    ++generation_;
-    timer_.cancel();
+  /// Under the lock, for a release of this waiter's key: true when the caller is to start
+  /// this waiter's attempt (after unlocking); false when the release is spoken for without
+  /// an attempt (owed to this waiter's poll in flight) or is not this waiter's to take.
+  /// A waiter whose own poll is in flight may have asked before the slot was freed: it is
+  /// owed the wake-up (it tries again at once if refused, or passes the wake-up on), so a
+  /// later waiter does not overtake it.
+  bool take_release_locked(bool& spoken_for) {
+    spoken_for = false;
+    if (phase_ == phase::idle) {
+      phase_ = phase::attempting;
+      woken_ = true;
+      ++generation_;
+      timer_.cancel();
+      return true;
+    }
+    if (phase_ == phase::attempting && !woken_ && !owed_wake_) {
+      owed_wake_ = true;
+      spoken_for = true;
+    }
+    return false;
   }
 
   /// Under the lock, for close(): true when this waiter is to be completed by the caller
@@ -118,6 +132,8 @@ class slot_waiter : public std::enable_shared_from_this<slot_waiter> {
 
   void on_result(std::error_code ec, slot s) {
     std::unique_lock lock(list_->mu_);
+    const bool owed = std::exchange(owed_wake_, false);
+    woken_ = false;
     if (canceled_ || list_->closed_) {
       phase_ = phase::done;
       leave_locked();
@@ -129,8 +145,19 @@ class slot_waiter : public std::enable_shared_from_this<slot_waiter> {
     if (ec || s || s.degraded() || final_ || steady::now() >= deadline_) {
       phase_ = phase::done;
       leave_locked();
+      // A wake-up owed to this waiter that it no longer needs goes to the next in line.
+      auto next = owed ? list_->take_release_locked(key_) : nullptr;
       lock.unlock();
       finish_unlocked(ec, std::move(s));
+      if (next) next->start_woken();
+      return;
+    }
+    if (owed) {
+      // Refused, but a slot was freed while this poll was in flight: ask again at once.
+      woken_ = true;
+      lock.unlock();
+      s = slot{};
+      start_woken();
       return;
     }
     // Refused: wait in line (a woken waiter keeps its place).
@@ -142,6 +169,20 @@ class slot_waiter : public std::enable_shared_from_this<slot_waiter> {
     // `s` (refused: holds nothing) is destroyed here, unlocked.
   }
 
+ public:
+  /// The attempt of a waiter woken by a release (take_release_locked returned true, or its
+  /// owed wake-up came due), started outside the lock.
+  void start_woken() noexcept {
+    try {
+      try_once();
+    } catch (...) {
+      // No memory to start the attempt: its timer is stopped, so nothing else would ever
+      // complete it.
+      abandon(std::make_error_code(std::errc::not_enough_memory));
+    }
+  }
+
+ private:
   bool head_locked() const {
     auto it = list_->queues_.find(key_);
     return it != list_->queues_.end() && !it->second.empty() && it->second.front().get() == this;
@@ -215,33 +256,32 @@ class slot_waiter : public std::enable_shared_from_this<slot_waiter> {
   std::uint64_t generation_ = 0;  // which timer wait is current
   phase phase_ = phase::idle;
   bool queued_ = false;
-  bool final_ = false;  // the deadline passed: the attempt in flight decides
+  bool final_ = false;      // the deadline passed: the attempt in flight decides
+  bool woken_ = false;      // the attempt in flight was started by a release
+  bool owed_wake_ = false;  // a release came while this waiter's own poll was in flight
   bool canceled_ = false;
 };
+
+std::shared_ptr<slot_waiter> slot_waitlist::take_release_locked(std::string_view key) {
+  auto it = queues_.find(key);
+  if (it == queues_.end()) return nullptr;
+  // The first waiter that can use the release takes it, in arrival order.
+  for (const auto& w : it->second) {
+    bool spoken_for = false;
+    if (w->take_release_locked(spoken_for)) return w;
+    if (spoken_for) return nullptr;
+  }
+  return nullptr;
+}
 
 void slot_waitlist::released(std::string_view key) noexcept {
   if (waiting_.load(std::memory_order_relaxed) == 0) return;
   std::shared_ptr<slot_waiter> woken;
   {
     std::lock_guard lock(mu_);
-    auto it = queues_.find(key);
-    if (it == queues_.end()) return;
-    for (const auto& w : it->second) {
-      if (w->idle_locked()) {
-        woken = w;
-        woken->wake_locked();
-        break;
-      }
-    }
+    woken = take_release_locked(key);
   }
-  if (!woken) return;
-  try {
-    woken->try_once();
-  } catch (...) {
-    // No memory to start the attempt: its timer is stopped, so nothing else would ever
-    // complete it.
-    woken->abandon(std::make_error_code(std::errc::not_enough_memory));
-  }
+  if (woken) woken->start_woken();
 }
 
 void slot_waitlist::close() noexcept {

@@ -4,8 +4,10 @@
 // backoff and jitter, for slots freed elsewhere: by another process, or by a lease that
 // ended); the others wait for their turn or for a wake-up. A release through the same
 // limiter (slot::release, limiter::slot_step) wakes the first idle waiter of its key at
-// once: one waiter per freed slot. The queue lives in the limiter's slot_counters, which
-// every slot of the limiter holds, so a release finds it without a lookup.
+// once: one waiter per freed slot. If the first waiter's own poll is in flight (it may have
+// asked before the slot was freed), the release is its: it asks again at once if refused,
+// or passes the wake-up on if served, so nobody overtakes it. The queue lives in the limiter's
+// slot_counters, which every slot of the limiter holds, so a release finds it without a lookup.
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -39,6 +41,9 @@ class slot_waitlist {
 
  private:
   friend class slot_waiter;
+  // Under mu_: the waiter of `key` to start for a release, or none (nobody waits, or the
+  // release is owed to a waiter whose poll is in flight).
+  std::shared_ptr<slot_waiter> take_release_locked(std::string_view key);
   // Guards the queues and every waiter's state (including its timer, which is not
   // thread-safe): one lock per limiter keeps the hand-offs between waiters simple, and
   // nothing slow runs under it (attempts and completions are started after unlocking).

@@ -7,9 +7,11 @@
 // io_context only runs the completions when the test polls it.
 #include <sluice/error.hpp>
 #include <sluice/limiter.hpp>
+#include <sluice/memory_backend.hpp>
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <thread>
@@ -80,6 +82,73 @@ TEST(SlotWaitTest, AReleaseWakesTheWaitersOneByOneInArrivalOrder) {
   poll(ctx);
   ASSERT_TRUE(got[2].ec);
   EXPECT_TRUE(got[2].s);
+}
+
+// The memory backend, except that the answer of one acquire (asked while `hold_next` is
+// set) is kept until the test delivers it: an answer still on its way back, as from Redis.
+class late_answers final : public backend {
+ public:
+  explicit late_answers(std::shared_ptr<backend> inner) : inner_(std::move(inner)) {}
+  std::error_code decide(std::string_view key, const policy& p, std::uint64_t cost,
+                         decision& d) override {
+    return inner_->decide(key, p, cost, d);
+  }
+  void async_decide(std::string_view key, const policy& p, std::uint64_t cost,
+                    decide_handler handler) override {
+    inner_->async_decide(key, p, cost, std::move(handler));
+  }
+  void async_slot(std::string_view key, const slot_request& request,
+                  slot_handler handler) override {
+    if (!hold_next || request.op != slot_operation::acquire) {
+      inner_->async_slot(key, request, std::move(handler));
+      return;
+    }
+    hold_next = false;
+    // Asked now (the backend's state as it is now), answered when the test says.
+    inner_->async_slot(key, request,
+                       [this, h = std::move(handler)](std::error_code ec, slot_reply r) mutable {
+                         late = [h = std::move(h), ec, r]() mutable { h(ec, r); };
+                       });
+  }
+  bool hold_next = false;
+  std::function<void()> late;
+
+ private:
+  std::shared_ptr<backend> inner_;
+};
+
+TEST(SlotWaitTest, AReleaseDuringTheFirstWaitersPollStillServesItFirst) {
+  // The first waiter asked, was refused, and its answer is still on the way back when the
+  // slot is freed: the release is its own (it asks again at once), not the second's, who
+  // would otherwise overtake it.
+  boost::asio::io_context ctx;
+  auto mem = std::make_shared<late_answers>(make_memory_backend());
+  limiter lim(mem, make_memory_backend());
+  slot holder = lim.try_acquire("k", one);
+  ASSERT_TRUE(holder);
+  outcome first, second;
+  mem->hold_next = true;
+  lim.async_acquire("k", one, 10min, boost::asio::bind_executor(ctx, record(first)));
+  ASSERT_TRUE(mem->late) << "the first waiter's attempt is in flight";
+  lim.async_acquire("k", one, 10min, boost::asio::bind_executor(ctx, record(second)));
+
+  const auto acquired = lim.slot_stats().acquired;
+  holder.release();
+  poll(ctx);
+  EXPECT_FALSE(second.ec) << "the second waiter took the first one's turn";
+  EXPECT_EQ(lim.slot_stats().acquired, acquired) << "the freed slot is still free";
+
+  std::exchange(mem->late, nullptr)();  // the refusal arrives, after the release
+  poll(ctx);
+  ASSERT_TRUE(first.ec);
+  EXPECT_FALSE(*first.ec);
+  EXPECT_TRUE(first.s) << "the first waiter asks again at once and gets the freed slot";
+  EXPECT_FALSE(second.ec) << "one waiter per freed slot";
+
+  first.s.release();
+  poll(ctx);
+  ASSERT_TRUE(second.ec);
+  EXPECT_TRUE(second.s) << "then the second";
 }
 
 TEST(SlotWaitTest, AReleaseByIdWakesAWaiter) {
