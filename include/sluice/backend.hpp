@@ -212,6 +212,14 @@ class backend {
   /// check). `handler` is called exactly once, from a backend thread or inline.
   /// Thread-safe. The default answers errc::unsupported_operation.
   virtual void async_slot(std::string_view key, const slot_request& request, slot_handler handler);
+
+  /// async_slot() answered in place by a backend that can answer without waiting for I/O:
+  /// true, with the step done and `ec` / `out` set as async_slot's handler would get them;
+  /// false when the step must go through async_slot() (nothing was done). Never blocks.
+  /// Thread-safe. The default answers false; the memory backend always answers (it is what
+  /// keeps an acquire + release pair there free of type-erased completions).
+  virtual bool slot_now(std::string_view key, const slot_request& request, std::error_code& ec,
+                        slot_reply& out);
 };
 
 }  // namespace sluice

@@ -4,6 +4,7 @@
 /// (`lease_ttl`) that ends unless it is renewed, so a process that dies while holding slots
 /// frees them when their leases end. limiter::try_acquire, async_try_acquire and acquire
 /// (sluice/limiter.hpp) take them.
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -155,7 +156,7 @@ class slot {
   /// Stops owning the slot without releasing it, and returns its id (empty when not held or
   /// held by no backend): its lease goes on until released by id (limiter::slot_step) or
   /// it ends. For a slot handed to someone else, e.g. sluiced's POST /v1/acquire.
-  std::string detach() noexcept;
+  std::string detach();
 
   /// Holders of the key after the acquire (or the last renew), this one included when held.
   std::uint64_t in_flight() const noexcept { return in_flight_; }
@@ -171,7 +172,7 @@ class slot {
   std::error_code backend_error() const noexcept { return backend_error_; }
   /// The slot's id: 32 lowercase hex digits of 128 random bits. Empty when refused or held by
   /// no backend (degraded `open`).
-  const std::string& id() const noexcept { return id_; }
+  std::string_view id() const noexcept { return {id_.data(), id_size_}; }
   /// The key the slot is of.
   const std::string& key() const noexcept { return key_; }
 
@@ -192,7 +193,9 @@ class slot {
   std::shared_ptr<detail::slot_counters> counters_;
   std::shared_ptr<backend> on_;  // holds the record; null when refused or degraded `open`
   std::string key_;
-  std::string id_;
+  // In place, not a std::string: 32 characters would be an allocation on every acquire.
+  std::array<char, 32> id_{};
+  std::uint8_t id_size_ = 0;  // 0 or 32
   std::chrono::milliseconds lease_ttl_{0};
   bool held_ = false;
   bool degraded_ = false;

@@ -449,7 +449,14 @@ class limiter {
   using acquire_handler = std::function<void(std::error_code, slot)>;
   void start_acquire(std::string_view key, const concurrency_policy& p, acquire_handler done) const;
   /// The primary (or the fallback) backend, which slots are taken from.
-  std::shared_ptr<backend> slot_backend(bool fallback) const noexcept;
+  const std::shared_ptr<backend>& slot_backend(bool fallback) const noexcept;
+  /// The slot (or the refusal) that an acquire's answer from `primary` makes: the backend's
+  /// error `bec` goes through the policy's failure mode (`local` asks `fallback`).
+  static slot make_slot(const std::shared_ptr<detail::slot_counters>& counters,
+                        const std::shared_ptr<backend>& primary,
+                        const std::shared_ptr<backend>& fallback, std::string_view key,
+                        const concurrency_policy& p, const std::array<char, 32>& id,
+                        std::error_code bec, const slot_reply& r);
   static std::shared_ptr<detail::slot_counters> make_slot_counters();
   std::shared_ptr<detail::slot_counters> slots_ = make_slot_counters();
 

@@ -93,6 +93,10 @@ void backend::async_lease_return(std::string_view, const policy&, std::uint64_t,
   handler(make_error_code(errc::unsupported_operation), {});
 }
 
+bool backend::slot_now(std::string_view, const slot_request&, std::error_code&, slot_reply&) {
+  return false;
+}
+
 void backend::async_slot(std::string_view, const slot_request&, slot_handler handler) {
   handler(make_error_code(errc::unsupported_operation), {});
 }

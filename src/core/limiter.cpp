@@ -482,7 +482,7 @@ void limiter::async_check_all(on_backend_thread_t, std::span<const check_item> i
 sluice::backend_stats limiter::backend_stats() const noexcept { return state_->primary->stats(); }
 
 // Concurrency limits (limiter_slots.cpp) take their slots from the same backends.
-std::shared_ptr<backend> limiter::slot_backend(bool fallback) const noexcept {
+const std::shared_ptr<backend>& limiter::slot_backend(bool fallback) const noexcept {
   return fallback ? state_->fallback : state_->primary;
 }
 

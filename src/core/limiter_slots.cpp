@@ -29,110 +29,131 @@ std::shared_ptr<detail::slot_counters> limiter::make_slot_counters() {
   return std::make_shared<detail::slot_counters>();
 }
 
+slot limiter::make_slot(const std::shared_ptr<detail::slot_counters>& counters,
+                        const std::shared_ptr<backend>& primary,
+                        const std::shared_ptr<backend>& fallback, std::string_view key,
+                        const concurrency_policy& p, const std::array<char, 32>& id,
+                        std::error_code bec, const slot_reply& r) {
+  slot s;
+  s.counters_ = counters;
+  s.key_.assign(key);
+  s.lease_ttl_ = p.lease_ttl;
+  s.limit_ = p.limit;
+  auto take = [&](const std::shared_ptr<backend>& from, const slot_reply& reply) {
+    s.in_flight_ = reply.in_flight;
+    if (reply.held) {
+      s.held_ = true;
+      s.on_ = from;
+      s.id_ = id;
+      s.id_size_ = static_cast<std::uint8_t>(id.size());
+      s.expires_in_ = reply.expires_in;
+      detail::slot_counters::add(counters->acquired);
+    } else {
+      s.retry_after_ = reply.retry_after;
+      detail::slot_counters::add(counters->refused);
+    }
+  };
+  if (!bec) {
+    counters->log.success();
+    take(primary, r);
+    return s;
+  }
+  counters->failed(bec);
+  s.degraded_ = true;
+  s.backend_error_ = bec;
+  switch (p.on_failure) {
+    case failure_mode::open:
+      detail::slot_counters::add(counters->degraded_open);
+      s.held_ = true;  // by no backend: no id, nothing to release
+      detail::slot_counters::add(counters->acquired);
+      break;
+    case failure_mode::closed:
+      detail::slot_counters::add(counters->degraded_closed);
+      s.retry_after_ = closed_retry_after(p);
+      detail::slot_counters::add(counters->refused);
+      break;
+    case failure_mode::local: {
+      detail::slot_counters::add(counters->degraded_local);
+      slot_reply lr;
+      const slot_request again{slot_operation::acquire, std::string_view(id.data(), id.size()),
+                               p.limit, p.lease_ttl};
+      // The fallback is the in-process memory backend: it answers inline.
+      if (detail::slot_step_blocking(*fallback, s.key_, again, lr)) {
+        // It cannot fail; if it ever did, refuse rather than admit without a limit.
+        s.retry_after_ = closed_retry_after(p);
+        detail::slot_counters::add(counters->refused);
+      } else {
+        take(fallback, lr);
+      }
+      break;
+    }
+  }
+  return s;
+}
+
 void limiter::start_acquire(std::string_view key, const concurrency_policy& p,
                             acquire_handler done) const {
-  auto counters = slots_;
   if (auto ec = validate(key, p)) {
-    detail::slot_counters::add(counters->invalid);
+    detail::slot_counters::add(slots_->invalid);
     done(ec, slot{});
     return;
   }
-  // Kept as 32 chars, not a std::string: the completion copies it without an allocation,
-  // and only a held slot makes a string of it.
+  // Kept as 32 chars, not a std::string: the completion copies it without an allocation.
   std::array<char, 32> id;
   detail::new_slot_id(id);
   const slot_request request{slot_operation::acquire, std::string_view(id.data(), id.size()),
                              p.limit, p.lease_ttl};
-  auto primary = slot_backend(false);
-  auto& on = *primary;
-  on.async_slot(key, request,
-                [counters = std::move(counters), primary = std::move(primary),
-                 fallback = slot_backend(true), k = std::string(key), p, id,
-                 done = std::move(done)](std::error_code bec, slot_reply r) mutable {
-                  slot s;
-                  s.counters_ = counters;
-                  s.key_ = std::move(k);
-                  s.lease_ttl_ = p.lease_ttl;
-                  s.limit_ = p.limit;
-                  auto take = [&](std::shared_ptr<backend> from, const slot_reply& reply) {
-                    s.in_flight_ = reply.in_flight;
-                    if (reply.held) {
-                      s.held_ = true;
-                      s.on_ = std::move(from);
-                      s.id_.assign(id.data(), id.size());
-                      s.expires_in_ = reply.expires_in;
-                      detail::slot_counters::add(counters->acquired);
-                    } else {
-                      s.retry_after_ = reply.retry_after;
-                      detail::slot_counters::add(counters->refused);
-                    }
-                  };
-                  if (!bec) {
-                    counters->log.success();
-                    take(std::move(primary), r);
-                    done({}, std::move(s));
-                    return;
-                  }
-                  counters->failed(bec);
-                  s.degraded_ = true;
-                  s.backend_error_ = bec;
-                  switch (p.on_failure) {
-                    case failure_mode::open:
-                      detail::slot_counters::add(counters->degraded_open);
-                      s.held_ = true;  // by no backend: no id, nothing to release
-                      detail::slot_counters::add(counters->acquired);
-                      break;
-                    case failure_mode::closed:
-                      detail::slot_counters::add(counters->degraded_closed);
-                      s.retry_after_ = closed_retry_after(p);
-                      detail::slot_counters::add(counters->refused);
-                      break;
-                    case failure_mode::local: {
-                      detail::slot_counters::add(counters->degraded_local);
-                      slot_reply lr;
-                      const slot_request again{slot_operation::acquire,
-                                               std::string_view(id.data(), id.size()), p.limit,
-                                               p.lease_ttl};
-                      // The fallback is the in-process memory backend: it answers inline.
-                      if (detail::slot_step_blocking(*fallback, s.key_, again, lr)) {
-                        // It cannot fail; if it ever did, refuse rather than admit without a limit.
-                        s.retry_after_ = closed_retry_after(p);
-                        detail::slot_counters::add(counters->refused);
-                      } else {
-                        take(std::move(fallback), lr);
-                      }
-                      break;
-                    }
-                  }
-                  done({}, std::move(s));
-                });
+  const auto& primary = slot_backend(false);
+  primary->async_slot(
+      key, request,
+      [counters = slots_, primary, fallback = slot_backend(true), k = std::string(key), p, id,
+       done = std::move(done)](std::error_code bec, slot_reply r) {
+        done({}, make_slot(counters, primary, fallback, k, p, id, bec, r));
+      });
 }
 
 slot limiter::try_acquire(std::string_view key, const concurrency_policy& p, std::error_code& ec) {
-  // On this thread's stack: this waits until the handler has run (exactly once). A handler
-  // that runs on this thread runs inline (this thread does nothing else until it returns):
-  // it just fills the waiter, with no lock to take (the memory backend's case, on every
-  // acquire). On another thread it touches the waiter only under its mutex, notifying
-  // before it lets go.
+  ec.clear();
+  if (auto e = validate(key, p)) {
+    detail::slot_counters::add(slots_->invalid);
+    ec = e;
+    return slot{};
+  }
+  std::array<char, 32> id;
+  detail::new_slot_id(id);
+  const slot_request request{slot_operation::acquire, std::string_view(id.data(), id.size()),
+                             p.limit, p.lease_ttl};
+  const auto& primary = slot_backend(false);
+  {
+    // A backend that answers in place (the memory backend): no completion, no wait.
+    std::error_code bec;
+    slot_reply r;
+    if (primary->slot_now(key, request, bec, r)) {
+      return make_slot(slots_, primary, slot_backend(true), key, p, id, bec, r);
+    }
+  }
+  // Otherwise the step is started and waited for, on this thread's stack: this waits until
+  // the handler has run (exactly once). It touches the waiter only under its mutex,
+  // notifying before it lets go; one that runs on this thread (inline) fills it with no lock.
   struct waiter {
     std::thread::id caller = std::this_thread::get_id();
     bool inline_done = false;
     std::mutex mu;
     std::condition_variable cv;
     bool done = false;
-    std::error_code ec;
-    slot s;
+    std::error_code bec;
+    slot_reply r;
   } w;
-  start_acquire(key, p, [&w](std::error_code e, slot s) {
+  primary->async_slot(key, request, [&w](std::error_code bec, slot_reply r) {
     if (std::this_thread::get_id() == w.caller) {
-      w.ec = e;
-      w.s = std::move(s);
+      w.bec = bec;
+      w.r = r;
       w.inline_done = true;
       return;
     }
     std::lock_guard lock(w.mu);
-    w.ec = e;
-    w.s = std::move(s);
+    w.bec = bec;
+    w.r = r;
     w.done = true;
     w.cv.notify_one();
   });
@@ -140,8 +161,7 @@ slot limiter::try_acquire(std::string_view key, const concurrency_policy& p, std
     std::unique_lock lock(w.mu);
     w.cv.wait(lock, [&] { return w.done; });
   }
-  ec = w.ec;
-  return std::move(w.s);
+  return make_slot(slots_, primary, slot_backend(true), key, p, id, w.bec, w.r);
 }
 
 slot limiter::try_acquire(std::string_view key, const concurrency_policy& p) {

@@ -33,7 +33,8 @@ slot::slot(slot&& other) noexcept
     : counters_(std::move(other.counters_)),
       on_(std::move(other.on_)),
       key_(std::move(other.key_)),
-      id_(std::move(other.id_)),
+      id_(other.id_),
+      id_size_(other.id_size_),
       lease_ttl_(other.lease_ttl_),
       held_(other.held_),
       degraded_(other.degraded_),
@@ -51,7 +52,8 @@ slot& slot::operator=(slot&& other) noexcept {
     counters_ = std::move(other.counters_);
     on_ = std::move(other.on_);
     key_ = std::move(other.key_);
-    id_ = std::move(other.id_);
+    id_ = other.id_;
+    id_size_ = other.id_size_;
     lease_ttl_ = other.lease_ttl_;
     held_ = other.held_;
     degraded_ = other.degraded_;
@@ -70,7 +72,7 @@ slot::~slot() { release(); }
 void slot::clear() noexcept {
   held_ = false;
   on_.reset();
-  id_.clear();
+  id_size_ = 0;
   expires_in_ = std::chrono::milliseconds{0};
 }
 
@@ -91,8 +93,14 @@ void slot::start_release(std::function<void(std::error_code)> done) noexcept {
     return;
   }
   try {
-    const slot_request r{slot_operation::release, id_, 0, std::chrono::milliseconds{0}};
-    if (done) {
+    const slot_request r{slot_operation::release, id(), 0, std::chrono::milliseconds{0}};
+    std::error_code ec;
+    slot_reply reply;
+    if (on_->slot_now(key_, r, ec, reply)) {
+      // Answered in place (the memory backend): no completion to type-erase.
+      count_release_error(counters_, ec);
+      if (done) done(ec);
+    } else if (done) {
       on_->async_slot(key_, r,
                       [c = counters_, done = std::move(done)](std::error_code ec, slot_reply) {
                         count_release_error(c, ec);
@@ -122,7 +130,7 @@ void slot::start_renew(std::function<void(std::error_code, slot_reply)> done) {
     done({}, r);
     return;
   }
-  on_->async_slot(key_, slot_request{slot_operation::renew, id_, limit_, lease_ttl_},
+  on_->async_slot(key_, slot_request{slot_operation::renew, id(), limit_, lease_ttl_},
                   std::move(done));
 }
 
@@ -164,10 +172,10 @@ bool slot::renew() {
   return renew(ec);
 }
 
-std::string slot::detach() noexcept {
-  std::string id = on_ ? std::move(id_) : std::string();
+std::string slot::detach() {
+  std::string out = on_ ? std::string(id()) : std::string();
   clear();
-  return id;
+  return out;
 }
 
 }  // namespace sluice

@@ -518,8 +518,15 @@ class memory_backend final : public backend {
   void async_slot(std::string_view key, const slot_request& request,
                   slot_handler handler) override {
     slot_reply r;
-    const auto ec = slots_.apply(key, request, clock_->now().count() / 1000, r);
+    std::error_code ec;
+    slot_now(key, request, ec, r);
     handler(ec, r);
+  }
+
+  bool slot_now(std::string_view key, const slot_request& request, std::error_code& ec,
+                slot_reply& out) override {
+    ec = slots_.apply(key, request, clock_->now().count() / 1000, out);
+    return true;
   }
 
   std::error_code decide_all(std::span<const check_item> items,

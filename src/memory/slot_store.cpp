@@ -11,10 +11,12 @@ std::error_code slot_store::apply(std::string_view key, const slot_request& requ
                                   std::int64_t now_ms, slot_reply& out) {
   const auto id = parse_slot_id(request.id);
   if (!id) return errc::invalid_slot_id;
-  shard& s = shards_[std::hash<std::string_view>{}(key) % shard_count];
+  const probe k{key, key_hash{}(key)};
+  // The high bits pick the shard: the map's buckets use the low ones.
+  shard& s = shards_[(k.hash >> 56) % shard_count];
   std::lock_guard lock(s.mu);
   if (now_ms >= s.next_sweep_ms) sweep(s, now_ms);
-  auto it = s.tables.find(key);
+  auto it = s.tables.find(k);
   if (it == s.tables.end()) {
     // Only an acquire adds a holder: the others on an unknown key change nothing.
     if (request.op != slot_operation::acquire) {

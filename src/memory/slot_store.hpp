@@ -30,14 +30,26 @@ class slot_store {
   std::size_t keys() const;
 
  private:
-  // Transparent hashing: a step looks its key up without copying it.
+  // A step's key with its hash, computed once: it picks the shard and finds the table.
+  struct probe {
+    std::string_view key;
+    std::size_t hash;
+  };
+  // Transparent hashing: a step looks its key up without copying it, or hashing it again.
   struct key_hash {
     using is_transparent = void;
     std::size_t operator()(std::string_view s) const noexcept {
       return std::hash<std::string_view>{}(s);
     }
+    std::size_t operator()(const probe& p) const noexcept { return p.hash; }
   };
-  using table_map = std::unordered_map<std::string, slot_table, key_hash, std::equal_to<>>;
+  struct key_equal {
+    using is_transparent = void;
+    bool operator()(std::string_view a, std::string_view b) const noexcept { return a == b; }
+    bool operator()(const probe& a, std::string_view b) const noexcept { return a.key == b; }
+    bool operator()(std::string_view a, const probe& b) const noexcept { return a == b.key; }
+  };
+  using table_map = std::unordered_map<std::string, slot_table, key_hash, key_equal>;
   struct alignas(64) shard {
     mutable std::mutex mu;
     table_map tables;

@@ -56,22 +56,24 @@ TEST(RedisSlotAsyncTest, ReleaseIsAnsweredOnTheHandlersExecutorAndFreesTheSlot) 
 TEST(RedisSlotAsyncTest, RenewKeepsASlowHolderAndAnEndedLeaseRenewsToFalse) {
   test::redis_server redis;
   auto lim = redis_limiter(redis.url());
-  const auto p = slots(1, 300ms);
+  // A lease ten renewal intervals long: a stall of the test (ASan on a busy machine) of
+  // several hundred ms between renewals must not end it.
+  const auto p = slots(1, 1000ms);
   auto slow = lim.try_acquire("report", p);
   ASSERT_TRUE(slow);
-  // Three leases long, renewed every 100 ms: never free for anyone else.
-  const auto until = steady::now() + 900ms;
+  // Two and a half leases long, renewed every 100 ms: never free for anyone else.
+  const auto until = steady::now() + 2500ms;
   while (steady::now() < until) {
     std::this_thread::sleep_for(100ms);  // the slow holder's work between renewals
     auto [ec, held] = slow.async_renew(boost::asio::use_future).get();
     ASSERT_FALSE(ec) << ec.message();
     ASSERT_TRUE(held);
-    EXPECT_EQ(slow.expires_in(), 300ms);
+    EXPECT_EQ(slow.expires_in(), 1000ms);
     EXPECT_FALSE(lim.try_acquire("report", p));
   }
   // It stalls: its lease ends and another holder gets the slot.
   slot next;
-  const auto deadline = steady::now() + 2s;
+  const auto deadline = steady::now() + 5s;
   while (!(next = lim.try_acquire("report", p)) && steady::now() < deadline) {
     std::this_thread::sleep_for(10ms);
   }

@@ -65,12 +65,14 @@ bool eventually(std::chrono::milliseconds within, F&& ok) {
 TEST(RedisSlotsTest, RenewKeepsASlowHolderAndAnEndedSlotsReleaseFreesNobodyElses) {
   test::redis_server redis;
   auto lim = redis_limiter(redis.url());
-  const auto p = slots(1, 300ms);
+  // A lease ten renewal intervals long: a stall of the test (ASan on a busy machine) of
+  // several hundred ms between renewals must not end it.
+  const auto p = slots(1, 1000ms);
   auto slow = lim.try_acquire("report", p);
   ASSERT_TRUE(slow);
-  EXPECT_EQ(slow.expires_in(), 300ms);
-  // Three leases long, renewed every 100 ms: never free for anyone else.
-  const auto until = steady::now() + 900ms;
+  EXPECT_EQ(slow.expires_in(), 1000ms);
+  // Two and a half leases long, renewed every 100 ms: never free for anyone else.
+  const auto until = steady::now() + 2500ms;
   while (steady::now() < until) {
     std::this_thread::sleep_for(100ms);  // the slow holder's work between renewals
     ASSERT_TRUE(slow.renew());
@@ -79,8 +81,9 @@ TEST(RedisSlotsTest, RenewKeepsASlowHolderAndAnEndedSlotsReleaseFreesNobodyElses
   // It stops renewing (stalled): its lease ends and another holder gets the slot.
   const auto stalled = steady::now();
   slot next;
-  ASSERT_TRUE(eventually(300ms + 100ms, [&] { return bool(next = lim.try_acquire("report", p)); }));
-  EXPECT_GE(steady::now() - stalled, 200ms) << "not before its lease ended";
+  ASSERT_TRUE(
+      eventually(1000ms + 1000ms, [&] { return bool(next = lim.try_acquire("report", p)); }));
+  EXPECT_GE(steady::now() - stalled, 800ms) << "not before its lease ended";
   EXPECT_FALSE(slow.renew()) << "the ended lease cannot be renewed";
   EXPECT_FALSE(slow);
   slow.release();
