@@ -10,9 +10,10 @@ class fixed final : public address_source {
   explicit fixed(server_address a) : a_(std::move(a)) {}
   void start(moved_handler) override {}
   void resolve(resolve_handler done) override { done(a_); }
+  void pointed_at(const server_address& a) override { a_ = a; }
 
  private:
-  const server_address a_;
+  server_address a_;  // I/O thread only
 };
 
 }  // namespace

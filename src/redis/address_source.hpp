@@ -38,14 +38,17 @@ class address_source {
   virtual void resolve(resolve_handler done) = 0;
   /// I/O thread: a call failed in a way a moved server explains (READONLY, a timeout).
   virtual void suspect() {}
+  /// I/O thread: the connection was pointed at `a` from outside (connection::retarget). A
+  /// fixed address answers `a` from now on; a source that finds addresses itself ignores it.
+  virtual void pointed_at(const server_address& a) { static_cast<void>(a); }
   /// I/O thread: for good; a pending resolve() gets no address.
   virtual void stop() {}
   /// Times the server moved after the first address (a Sentinel failover). Any thread.
   virtual std::uint64_t moves() const noexcept { return 0; }
 };
 
-/// Always `a`: the source of a redis:// URL (and of each sentinel's and cluster node's
-/// connection).
+/// Always `a` (or where connection::retarget pointed it since): the source of a redis:// URL
+/// (and of each sentinel's and cluster node's connection).
 std::shared_ptr<address_source> fixed_address(server_address a);
 
 }  // namespace sluice::redis

@@ -60,6 +60,8 @@ void connection::start() {
 
 void connection::retarget(std::string host, std::uint16_t port) {
   asio::post(io_, [self = shared_from_this(), a = server_address{std::move(host), port}]() mutable {
+    if (self->current_state() == state::stopped) return;
+    self->source_->pointed_at(a);
     self->move_to(std::move(a));
   });
 }

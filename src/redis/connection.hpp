@@ -89,11 +89,11 @@ class connection : public std::enable_shared_from_this<connection> {
 
   /// Starts the address source and connecting in the background. Call once.
   void start();
-  /// Points the connection at another server (what the address source does when a
-  /// Sentinel names a new master): the requests written to the old one fail with
-  /// backend_unavailable, the unwritten ones wait for the new one within their deadlines, and
-  /// it connects there at once (handshake included). Nothing if it is that server already, or
-  /// stopped. Thread-safe.
+  /// Points the connection at another server, and its address source too (a fixed one
+  /// answers it from now on). A Sentinel's new master moves it the same way: the requests
+  /// written to the old one fail with backend_unavailable, the unwritten ones wait for the
+  /// new one within their deadlines, and it connects there at once (handshake included).
+  /// Nothing if it is that server already, or stopped. Thread-safe.
   void retarget(std::string host, std::uint16_t port);
   /// I/O thread: a call failed in a way a moved server explains (READONLY, a timeout); the
   /// address source may look again (a Sentinel's, at most every 100 ms).

@@ -203,6 +203,10 @@ TEST(FixedAddressTest, AnswersAtOnceAndNeverMoves) {
   EXPECT_EQ(got, first);  // inline
   s->suspect();
   EXPECT_EQ(s->moves(), 0u);
+  // connection::retarget points it elsewhere: later attempts go there.
+  s->pointed_at(second);
+  s->resolve([&](std::optional<server_address> a) { got = a; });
+  EXPECT_EQ(got, second);
 }
 
 }  // namespace
