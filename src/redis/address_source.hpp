@@ -38,6 +38,11 @@ class address_source {
   virtual void resolve(resolve_handler done) = 0;
   /// I/O thread: a call failed in a way a moved server explains (READONLY, a timeout).
   virtual void suspect() {}
+  /// I/O thread: the connection went down (an attempt failed, or it was lost), or is up. A
+  /// Sentinel's source asks again, at most every 100 ms, for as long as it is down: the
+  /// connection's own retries back off to a second, a failover should not wait for them.
+  virtual void link_down() {}
+  virtual void link_up() {}
   /// I/O thread: the connection was pointed at `a` from outside (connection::retarget). A
   /// fixed address answers `a` from now on; a source that finds addresses itself ignores it.
   virtual void pointed_at(const server_address& a) { static_cast<void>(a); }

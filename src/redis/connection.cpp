@@ -431,6 +431,7 @@ void connection::up() {
   connecting_ = false;
   connect_timer_.cancel();
   life_.connected();
+  source_->link_up();
   sluice::detail::logf(sluice::log_level::info, "{}: connected to {}:{}", config_.name, host_,
                        port_);
   write_pending();
@@ -454,6 +455,7 @@ void connection::connect_failed(const std::string& why) {
   pipeline_.fail_all(make_error_code(errc::backend_unavailable),
                      make_error_code(errc::backend_unavailable));
   schedule_reconnect(failure->retry_in);
+  source_->link_down();
 }
 
 void connection::lose_connection(std::error_code for_in_flight, const std::string& why) {
@@ -465,6 +467,7 @@ void connection::lose_connection(std::error_code for_in_flight, const std::strin
                        config_.name, host_, port_, why);
   pipeline_.fail_all(for_in_flight, make_error_code(errc::backend_unavailable));
   schedule_reconnect(failure->retry_in);
+  source_->link_down();
 }
 
 void connection::schedule_reconnect(std::chrono::milliseconds delay) {

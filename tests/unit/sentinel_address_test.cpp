@@ -140,6 +140,25 @@ TEST(SentinelAddressTest, FailedCallsAskAtMostEvery100Ms) {
   EXPECT_EQ(f.moved, (std::vector<server_address>{second}));
 }
 
+TEST(SentinelAddressTest, WhileTheConnectionIsDownItAsksEvery100Ms) {
+  fixture f;
+  f.resolve(t0);
+  f.a.on_answer(0, {}, address("10.0.0.5", "6380").get());
+  f.a.link_down(t0 + 1s);  // the master was killed
+  ASSERT_EQ(f.asked.size(), 2u);
+  f.a.on_answer(0, {}, address("10.0.0.5", "6380").get());  // not failed over yet
+  f.a.down_tick(t0 + 1s + 50ms);
+  EXPECT_EQ(f.asked.size(), 2u);  // at most every 100 ms
+  f.a.down_tick(t0 + 1s + 100ms);
+  ASSERT_EQ(f.asked.size(), 3u);
+  f.a.on_answer(0, {}, address("10.0.0.6", "6381").get());  // promoted
+  EXPECT_EQ(f.moved, (std::vector<server_address>{second}));
+  f.a.link_up();
+  EXPECT_FALSE(f.a.down());
+  f.a.down_tick(t0 + 2s);  // up: the timer's last tick asks nothing
+  EXPECT_EQ(f.asked.size(), 3u);
+}
+
 TEST(SentinelAddressTest, AnAnswerThatNamesNoMasterKeepsTheServedOne) {
   fixture f;
   f.resolve(t0);

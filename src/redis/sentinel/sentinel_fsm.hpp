@@ -107,6 +107,19 @@ class sentinel_address {
   void resolve(clock::time_point now, address_source::resolve_handler done);
   /// A call failed in a way a failover explains: a round, at most every min_interval.
   void suspect(clock::time_point now) { run(resolver_.request(now)); }
+  /// The master's connection went down (an attempt failed, or it was lost): a round, at
+  /// most every min_interval, and another on every down_tick() until link_up(), as when
+  /// every call fails (the connection's own retries back off to a second).
+  void link_down(clock::time_point now) {
+    down_ = true;
+    suspect(now);
+  }
+  void link_up() noexcept { down_ = false; }
+  bool down() const noexcept { return down_; }
+  /// The source's min_interval timer, while down().
+  void down_tick(clock::time_point now) {
+    if (down_) suspect(now);
+  }
   /// The poll timer fired: a round unless one is running.
   void poll(clock::time_point now) { run(resolver_.poll(now)); }
   /// Sentinel `i` answered the question `ask` sent.
@@ -131,7 +144,9 @@ class sentinel_address {
   address_source::moved_handler moved_;
   std::function<void()> round_end_;
   std::vector<address_source::resolve_handler> waiting_;  // for the running round's answer
-  bool moved_now_ = false;                                // the running round found another master
+  // The running round found another master.
+  bool moved_now_ = false;
+  bool down_ = false;  // the master's connection
   bool stopped_ = false;
   std::atomic<std::uint64_t> moves_{0};
 };

@@ -25,6 +25,7 @@ class sentinel_source final : public address_source,
                   tls_config tls)
       : io_(io),
         poll_timer_(io),
+        down_timer_(io),
         fsm_(u.sentinels.size(), u.master_name, sentinel_ask_min_interval,
              [this](std::size_t i) { ask(i); }) {
     append_command(question_, {"SENTINEL", "get-master-addr-by-name", u.master_name});
@@ -67,6 +68,15 @@ class sentinel_source final : public address_source,
   }
   void suspect() override { fsm_.suspect(std::chrono::steady_clock::now()); }
 
+  // While the master's connection is down, as when every call failed: ask again at most
+  // every 100 ms (a round that names another master moves the connection there at once,
+  // whatever its backoff).
+  void link_down() override {
+    fsm_.link_down(std::chrono::steady_clock::now());
+    if (!down_timer_armed_) arm_down_timer();
+  }
+  void link_up() override { fsm_.link_up(); }
+
   void stop() override {
     {
       std::lock_guard lock(mu_);
@@ -75,6 +85,7 @@ class sentinel_source final : public address_source,
     cv_.notify_all();
     fsm_.stop();
     poll_timer_.cancel();
+    down_timer_.cancel();
     for (auto& s : sentinels_) s->stop();
   }
 
@@ -102,10 +113,23 @@ class sentinel_source final : public address_source,
     });
   }
 
+  void arm_down_timer() {
+    down_timer_armed_ = true;
+    down_timer_.expires_after(sentinel_ask_min_interval);
+    down_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      self->down_timer_armed_ = false;
+      if (ec || !self->fsm_.down()) return;
+      self->fsm_.down_tick(std::chrono::steady_clock::now());
+      self->arm_down_timer();
+    });
+  }
+
   asio::io_context& io_;
   std::string question_;
   std::vector<std::shared_ptr<connection>> sentinels_;
   asio::steady_timer poll_timer_;
+  asio::steady_timer down_timer_;
+  bool down_timer_armed_ = false;   // I/O thread only
   sentinel::sentinel_address fsm_;  // I/O thread only (but moves())
 
   std::mutex mu_;
