@@ -9,8 +9,9 @@
 //
 // A round asks the sentinels in order until one knows the master; the first answer wins. A
 // round starts on the poll timer (a failover that leaves the old master reachable is noticed
-// without errors), or when a call failed in a way a failover explains, at most every
-// min_interval. Single-threaded: the backend's I/O thread owns it.
+// without errors), or when the master's connection attempts to connect, is down, or a call
+// failed in a way a failover explains, at most every min_interval. Single-threaded: the
+// connection's I/O thread owns it.
 #include <atomic>
 #include <chrono>
 #include <cstddef>
