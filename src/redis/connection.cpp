@@ -23,6 +23,7 @@ using tcp = asio::ip::tcp;
 connection::connection(asio::io_context& io, connection_config config)
     : config_(std::move(config)),
       io_(io),
+      source_(config_.address ? config_.address : fixed_address({config_.host, config_.port})),
       host_(config_.host),
       port_(config_.port),
       socket_(io),
@@ -48,25 +49,37 @@ void connection::with_stream(F&& f) {
 }
 
 void connection::start() {
-  asio::post(io_, [self = shared_from_this()] { self->connect(); });
+  asio::post(io_, [self = shared_from_this()] {
+    if (self->current_state() == state::stopped) return;
+    self->source_->start([weak = std::weak_ptr<connection>(self)](const server_address& a) {
+      if (auto c = weak.lock()) c->move_to(a);
+    });
+    self->connect();
+  });
 }
 
 void connection::retarget(std::string host, std::uint16_t port) {
-  asio::post(io_, [self = shared_from_this(), host = std::move(host), port]() mutable {
-    if (host == self->host_ && port == self->port_) return;
-    if (!self->life_.retarget()) return;  // stopped
-    sluice::detail::logf(sluice::log_level::info, "{}: {}:{} -> {}:{}", self->config_.name,
-                         self->host_, self->port_, host, port);
-    self->host_ = std::move(host);
-    self->port_ = port;
-    // What was written went to the old server: its fate is unknown there. What was not
-    // written waits for the new one, within its deadline.
-    self->reset_socket();
-    self->backoff_timer_.cancel();
-    self->pipeline_.fail_written(make_error_code(errc::backend_unavailable));
-    self->connect();
-    self->arm_deadline_timer();
+  asio::post(io_, [self = shared_from_this(), a = server_address{std::move(host), port}]() mutable {
+    if (self->current_state() == state::stopped) return;
+    self->source_->pointed_at(a);
+    self->move_to(std::move(a));
   });
+}
+
+void connection::move_to(server_address a) {
+  if (a.host == host_ && a.port == port_) return;
+  if (!life_.retarget()) return;  // stopped
+  sluice::detail::logf(sluice::log_level::info, "{}: {}:{} -> {}:{}", config_.name, host_, port_,
+                       a.host, a.port);
+  host_ = std::move(a.host);
+  port_ = a.port;
+  // What was written went to the old server: its fate is unknown there. What was not
+  // written waits for the new one, within its deadline.
+  reset_socket();
+  backoff_timer_.cancel();
+  pipeline_.fail_written(make_error_code(errc::backend_unavailable));
+  connect();
+  arm_deadline_timer();
 }
 
 void connection::stop() {
@@ -237,6 +250,22 @@ void connection::connect() {
                          std::to_string(self->config_.connect_timeout.count()) + " ms");
   });
 
+  // Where to: asked on every attempt, within the connect timeout (a Sentinel's answer may
+  // take a round trip; a fixed address answers inline).
+  source_->resolve([self = shared_from_this(), gen](std::optional<server_address> a) {
+    if (gen != self->generation_) return;
+    if (!a) {
+      self->connect_failed("no address known for the server");
+      return;
+    }
+    // A new answer here is the source's to log (a Sentinel names the master it found).
+    self->host_ = std::move(a->host);
+    self->port_ = a->port;
+    self->connect_to(gen);
+  });
+}
+
+void connection::connect_to(std::uint64_t gen) {
   auto on_connect = [self = shared_from_this(), gen, keep = tls_](boost::system::error_code ec,
                                                                   const tcp::endpoint&) {
     if (gen != self->generation_) return;
@@ -402,6 +431,7 @@ void connection::up() {
   connecting_ = false;
   connect_timer_.cancel();
   life_.connected();
+  source_->link_up();
   sluice::detail::logf(sluice::log_level::info, "{}: connected to {}:{}", config_.name, host_,
                        port_);
   write_pending();
@@ -425,6 +455,7 @@ void connection::connect_failed(const std::string& why) {
   pipeline_.fail_all(make_error_code(errc::backend_unavailable),
                      make_error_code(errc::backend_unavailable));
   schedule_reconnect(failure->retry_in);
+  source_->link_down();
 }
 
 void connection::lose_connection(std::error_code for_in_flight, const std::string& why) {
@@ -436,6 +467,7 @@ void connection::lose_connection(std::error_code for_in_flight, const std::strin
                        config_.name, host_, port_, why);
   pipeline_.fail_all(for_in_flight, make_error_code(errc::backend_unavailable));
   schedule_reconnect(failure->retry_in);
+  source_->link_down();
 }
 
 void connection::schedule_reconnect(std::chrono::milliseconds delay) {
@@ -455,6 +487,7 @@ void connection::do_stop() {
     batch.swap(submitted_);
   }
   life_.stop();
+  source_->stop();
   reset_socket();
   deadline_timer_.cancel();
   backoff_timer_.cancel();

@@ -9,7 +9,9 @@
 // What is queued, written and answered, and when a deadline or the connection runs out, is
 // request_pipeline.hpp's (no I/O, unit-tested); this class does the I/O around it.
 //
-// The connection owns its life cycle (Boost.Redis's async_run, as callbacks): connect with
+// The connection owns its life cycle (Boost.Redis's async_run, as callbacks): ask its
+// address source where the server is (address_source.hpp: a fixed host:port, or the
+// Sentinel resolver, which may also point it elsewhere later: retarget), connect with
 // a timeout, for TLS the TLS handshake, then a handshake (AUTH, SELECT, SCRIPT LOAD, PING),
 // all within the same timeout, then serve; on any failure close, fail what is in flight, and
 // reconnect with exponential backoff and jitter (when, and in which state: link_lifecycle.hpp).
@@ -47,6 +49,7 @@
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "redis/address_source.hpp"
 #include "redis/handshake.hpp"
 #include "redis/link_lifecycle.hpp"
 #include "redis/request_pipeline.hpp"
@@ -56,8 +59,10 @@
 namespace sluice::redis {
 
 struct connection_config {
-  std::string host = "127.0.0.1";
+  std::string host = "127.0.0.1";  ///< without an address source
   std::uint16_t port = 6379;
+  /// Where to connect, asked on every attempt (address_source.hpp); none: host:port.
+  std::shared_ptr<address_source> address;
   /// Sent first on every connection (make_handshake: AUTH, SELECT, SCRIPT LOAD); an error
   /// reply to any of it fails the attempt. A PING is always added.
   redis::handshake handshake;
@@ -82,13 +87,19 @@ class connection : public std::enable_shared_from_this<connection> {
   connection(const connection&) = delete;
   connection& operator=(const connection&) = delete;
 
-  /// Starts connecting in the background. Call once.
+  /// Starts the address source and connecting in the background. Call once.
   void start();
-  /// Points the connection at another server (a Sentinel's new master): the requests
+  /// Points the connection at another server, and its address source too (a fixed one
+  /// answers it from now on). A Sentinel's new master moves it the same way: the requests
   /// written to the old one fail with backend_unavailable, the unwritten ones wait for the
   /// new one within their deadlines, and it connects there at once (handshake included).
   /// Nothing if it is that server already, or stopped. Thread-safe.
   void retarget(std::string host, std::uint16_t port);
+  /// I/O thread: a call failed in a way a moved server explains (READONLY, a timeout); the
+  /// address source may look again (a Sentinel's, at most every 100 ms).
+  void address_suspect() { source_->suspect(); }
+  /// Times the address source moved the connection to another server. Any thread.
+  std::uint64_t moves() const noexcept { return source_->moves(); }
   /// Fails every pending request with backend_shutting_down, closes the socket and stops
   /// reconnecting; handlers run on the I/O thread. Thread-safe, idempotent.
   void stop();
@@ -129,6 +140,8 @@ class connection : public std::enable_shared_from_this<connection> {
   void flush();
   void do_stop();
   void connect();
+  void connect_to(std::uint64_t gen);
+  void move_to(server_address a);
   void on_tcp_connected();
   void on_connected();
   boost::asio::ip::tcp::socket& tcp_socket() noexcept;
@@ -151,7 +164,8 @@ class connection : public std::enable_shared_from_this<connection> {
 
   const connection_config config_;
   boost::asio::io_context& io_;
-  std::string host_;    // I/O thread only: config_.host until retarget()
+  const std::shared_ptr<address_source> source_;
+  std::string host_;    // I/O thread only: the address source's last answer
   std::uint16_t port_;  // I/O thread only
 
   // The control path's queue, shared with submitting threads (under mu_).

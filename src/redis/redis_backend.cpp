@@ -1,11 +1,20 @@
 // The Redis backend: decisions are EVALSHA calls of lua/decide.lua, sent over one
 // auto-pipelined connection (connection.hpp) that an I/O thread of this backend runs, or the
 // caller's io_context (redis_options::run_on).
+// A Sentinel deployment is this backend with another address source (address_source.hpp):
+// the connection asks the sentinels where the master is when it connects, and is pointed at
+// a new one when a poll or a failed call finds it (sentinel/sentinel_source.hpp). Sentinels
+// get AUTH with their own credentials (sentinel_password=), the master the URL's user info;
+// with rediss+sentinel:// both use TLS, with one TLS context. Calls written to the old master
+// end as backend errors, which the limiter turns into the failure mode; calls not yet written
+// go to the new one.
 #include <sluice/redis_backend.hpp>
 
 #include <sluice/backend_url.hpp>
 #include <sluice/error.hpp>
+#include <sluice/redis_sentinel.hpp>
 
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -24,20 +33,21 @@
 #include "redis/engine/options.hpp"
 #include "redis/engine/script_exec.hpp"
 #include "redis/handshake.hpp"
-#include "redis/standalone_backend.hpp"
+#include "redis/sentinel/sentinel_source.hpp"
 #include "redis/tls.hpp"
 #include "redis/topology_backends.hpp"
 
 namespace sluice {
 namespace {
 
-redis::connection_config make_config(const redis_options& o, const redis_url& u,
-                                     redis::tls_config tls) {
+// The data node's connection: `host`:`port` unless an address source says otherwise.
+redis::connection_config make_config(const redis_options& o, std::string host, std::uint16_t port,
+                                     const redis::handshake_options& h, redis::tls_config tls) {
   redis::connection_config c;
   c.tls = std::move(tls);
-  c.host = u.host;
-  c.port = u.port;
-  c.handshake = redis::make_handshake({.user = u.user, .password = u.password, .db = u.db});
+  c.host = std::move(host);
+  c.port = port;
+  c.handshake = redis::make_handshake(h);
   c.connect_timeout = o.connect_timeout;
   c.command_timeout = o.command_timeout;
   c.backoff_min = o.reconnect_backoff_min;
@@ -45,6 +55,11 @@ redis::connection_config make_config(const redis_options& o, const redis_url& u,
   c.name = c.tls.context ? "sluice redis (TLS)" : "sluice redis";
   return c;
 }
+
+// Builds the connection's address source on the backend's io_context; none: the fixed
+// host:port of the config.
+using source_factory =
+    std::function<std::shared_ptr<redis::address_source>(boost::asio::io_context&)>;
 
 // Whether the I/O thread's polling may pay off: with a call or two outstanding, the next
 // event is a reply or a check that soon follows it, and the caller's thread waits for it.
@@ -82,15 +97,21 @@ struct other_call {
   void operator()(std::error_code ec, redis::reply_ptr reply) { handler(ec, std::move(reply)); }
 };
 
-class redis_backend final : public redis::engine_backend<redis::standalone_backend> {
+redis::connection_config with_source(redis::connection_config c, const source_factory& make,
+                                     boost::asio::io_context& io) {
+  if (make) c.address = make(io);
+  return c;
+}
+
+class redis_backend final : public redis::engine_backend<> {
  public:
-  redis_backend(const redis_options& o, const redis_url& u, redis::tls_config tls)
-      : engine_backend(o, o.run_on ? redis::io_runner::borrowed(*o.run_on)
-                                   : redis::io_runner::own(tls.context ? "sluice redis (TLS)"
-                                                                       : "sluice redis")),
+  redis_backend(const redis_options& o, redis::connection_config c,
+                const source_factory& make_source = {})
+      : engine_backend(
+            o, o.run_on ? redis::io_runner::borrowed(*o.run_on) : redis::io_runner::own(c.name)),
         command_timeout_(o.command_timeout),
-        conn_(
-            std::make_shared<redis::connection>(runner().io(), make_config(o, u, std::move(tls)))),
+        conn_(std::make_shared<redis::connection>(
+            runner().io(), with_source(std::move(c), make_source, runner().io()))),
         batcher_(std::make_shared<redis::decision_batcher>(
             runner().io(), conn_,
             redis::batcher_options{.max_batch = o.max_batch,
@@ -112,10 +133,6 @@ class redis_backend final : public redis::engine_backend<redis::standalone_backe
     runner().finish();
   }
 
-  void retarget(std::string host, std::uint16_t port) override {
-    conn_->retarget(std::move(host), port);
-  }
-
   backend_stats stats() const noexcept override {
     backend_stats s;
     const auto sent = batcher_->sent();
@@ -125,6 +142,7 @@ class redis_backend final : public redis::engine_backend<redis::standalone_backe
     s.batched_decisions = sent.decisions;
     s.noscript = sent.noscript;
     s.other_script_calls = sent.other_calls;
+    s.failovers = conn_->moves();
     return s;
   }
 
@@ -203,20 +221,34 @@ std::shared_ptr<backend> make_redis_backend(std::string_view url, redis_options 
   if (scheme->kind == backend_kind::redis_cluster) {
     return make_redis_cluster_backend(std::move(options));
   }
-  if (scheme->kind == backend_kind::redis_sentinel) {
-    return make_redis_sentinel_backend(std::move(options));
-  }
   std::string why;
+  if (scheme->kind == backend_kind::redis_sentinel) {
+    const auto u = parse_redis_sentinel_url(url, &why);
+    if (!u) throw std::invalid_argument("invalid Redis Sentinel URL: " + why);
+    redis::validate_options(options, redis::topology::sentinel);
+    // Loaded once, before any thread starts: a bad file throws. The sentinels' connections
+    // and the master's share it.
+    auto tls = redis::make_tls_config(u->tls);
+    std::shared_ptr<redis::sentinel_source> source;
+    auto c = make_config(options, u->master_name, 0,
+                         {.user = u->user, .password = u->password, .db = u->db}, tls);
+    auto b =
+        std::make_shared<redis_backend>(options, std::move(c), [&](boost::asio::io_context& io) {
+          source = redis::make_sentinel_source(io, options, *u, tls);
+          return redis::as_address_source(source);
+        });
+    // So the first calls find a master (at most the connect timeout).
+    redis::wait_for_first_answer(*source, options.connect_timeout);
+    return b;
+  }
   const auto u = parse_redis_url(url, &why);
   if (!u) throw std::invalid_argument("invalid Redis URL: " + why);
   redis::validate_options(options, redis::topology::standalone);
   // Loaded once, here: a bad CA, certificate or key is a start-up error, not a per-call one.
-  return redis::make_standalone_backend(options, *u, redis::make_tls_config(u->tls));
-}
-
-std::shared_ptr<redis::standalone_backend> redis::make_standalone_backend(
-    const redis_options& options, const redis_url& url, tls_config tls) {
-  return std::make_shared<redis_backend>(options, url, std::move(tls));
+  return std::make_shared<redis_backend>(
+      options, make_config(options, u->host, u->port,
+                           {.user = u->user, .password = u->password, .db = u->db},
+                           redis::make_tls_config(u->tls)));
 }
 
 }  // namespace sluice

@@ -8,7 +8,7 @@
 // So one check reads: limiter -> engine_backend::async_decide -> submit (topology: the
 // batcher, or the Cluster client and its node's batcher) -> exec_script -> connection.
 //
-// `Base` is sluice::backend, or an interface that extends it (standalone_backend).
+// `Base` is sluice::backend, or an interface that extends it.
 #include <sluice/backend.hpp>
 #include <sluice/error.hpp>
 #include <sluice/redis_backend.hpp>

@@ -11,6 +11,8 @@
 // it holds big things by pointer:
 //   void append(std::string& out, script_call how) const;  // the command, EVALSHA or EVAL
 //   void operator()(std::error_code, reply_ptr);           // the last reply, exactly once
+#include <sluice/error.hpp>
+
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -49,6 +51,14 @@ void exec_script(const std::shared_ptr<connection>& conn, const script_exec& how
       call.append(eval, script_call::eval);
       conn->exec_on_io_thread(how.deadline, std::move(eval), std::move(call), how.replies);
       return;
+    }
+    // What a moved server explains (READONLY from a demoted master, any other error reply,
+    // silence, a lost connection): the connection's address source may look again (a
+    // Sentinel's does, at most every 100 ms; a fixed address does nothing).
+    if (ec ? ec == errc::backend_unavailable || ec == errc::backend_timeout ||
+                 ec == errc::backend_protocol_error
+           : is_error(*reply)) {
+      conn->address_suspect();
     }
     call(ec, std::move(reply));
   };

@@ -3,6 +3,8 @@
 #include <charconv>
 #include <utility>
 
+#include "core/log.hpp"
+
 namespace sluice::redis::sentinel {
 
 std::optional<master_address> parse_master_address(const redisReply& reply) {
@@ -55,6 +57,64 @@ resolver::step resolver::on_answer(std::size_t i, std::error_code ec, const redi
   warned_ = false;
   if (serving_ == a) return {};
   return {step::kind::use, 0, *a, false};
+}
+
+void sentinel_address::resolve(clock::time_point now, address_source::resolve_handler done) {
+  if (stopped_) {
+    done(std::nullopt);
+    return;
+  }
+  // Waits for the round this starts, or the one running; answered by finish_round (inline
+  // when the resolver starts nothing).
+  waiting_.push_back(std::move(done));
+  run(resolver_.request(now));
+}
+
+void sentinel_address::run(const resolver::step& next) {
+  if (stopped_) return;
+  switch (next.what) {
+    case resolver::step::kind::ask:
+      ask_(next.sentinel);  // its answer may come back inline: on_answer ends the round
+      return;
+    case resolver::step::kind::use:
+      if (served()) {
+        moves_.fetch_add(1, std::memory_order_relaxed);
+        moved_now_ = true;
+        sluice::detail::logf(sluice::log_level::info,
+                             "sluice sentinel: master \"{}\" is {}:{} (failed over)", master_name_,
+                             next.master.host, next.master.port);
+      } else {
+        sluice::detail::logf(sluice::log_level::info, "sluice sentinel: master \"{}\" is {}:{}",
+                             master_name_, next.master.host, next.master.port);
+      }
+      resolver_.serving(next.master);
+      break;
+    case resolver::step::kind::no_master:
+      if (next.warn) {
+        sluice::detail::logf(sluice::log_level::warn,
+                             "sluice sentinel: no sentinel knows master \"{}\"; asking again",
+                             master_name_);
+      }
+      break;
+    case resolver::step::kind::nothing:
+      break;
+  }
+  if (!resolver_.asking()) finish_round();
+}
+
+void sentinel_address::finish_round() {
+  // The waiting attempts first: a connection that waits connects to the answer, and the
+  // move below then finds it there already.
+  auto waiting = std::exchange(waiting_, {});
+  for (auto& done : waiting) done(served());
+  if (std::exchange(moved_now_, false) && moved_ && served()) moved_(*served());
+  if (round_end_) round_end_();
+}
+
+void sentinel_address::stop() {
+  stopped_ = true;
+  auto waiting = std::exchange(waiting_, {});
+  for (auto& done : waiting) done(std::nullopt);
 }
 
 }  // namespace sluice::redis::sentinel
