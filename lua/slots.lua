@@ -29,12 +29,13 @@ local function put(i, held, in_flight, retry_after, expires_in)
     expires_in
 end
 
--- Holds `id` on `key` until now + ttl, and the key until its last lease ends.
-local function hold(i, key, id, ttl)
-  redis.call('ZADD', key, string.format('%d', now + ttl), id)
+-- Holds `id` on `key` until now + ttl, and the key until its last lease ends; `count`: the
+-- holders before, when the step knows it (ZADD says whether `id` is new).
+local function hold(i, key, id, ttl, count)
+  local added = redis.call('ZADD', key, string.format('%d', now + ttl), id)
   local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   redis.call('PEXPIRE', key, string.format('%d', tonumber(last[2]) - now))
-  put(i, 1, redis.call('ZCARD', key), 0, ttl)
+  put(i, 1, count and count + added or redis.call('ZCARD', key), 0, ttl)
 end
 
 for i = 1, n do
@@ -57,14 +58,14 @@ for i = 1, n do
     local holds = redis.call('ZSCORE', key, id)
     if op == 2 then
       if holds then
-        hold(i, key, id, ttl)
+        hold(i, key, id, ttl, nil)
       else
         put(i, 0, redis.call('ZCARD', key), 0, 0)
       end
     else
       local count = redis.call('ZCARD', key)
       if holds or count < tonumber(ARGV[4 * i - 1]) then
-        hold(i, key, id, ttl)
+        hold(i, key, id, ttl, count)
       else
         local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
         if #first == 0 then
