@@ -99,7 +99,7 @@ class cluster_client : public std::enable_shared_from_this<cluster_client> {
                     std::vector<detail::limit_params> params, std::vector<std::uint64_t> capacities,
                     decide_all_handler handler);
 
-  /// Runs any other script call (a lease, a slot step; its keys on one slot) on the owner
+  /// Runs any other script call (a lease, a slot step alone; its keys on one slot) on the owner
   /// of its first key's slot, with the same routing and bounds as submit(). `handler` runs
   /// once, on the I/O thread or inline, with the undecoded reply. Thread-safe.
   void submit_script(script_request request, reply_handler handler);

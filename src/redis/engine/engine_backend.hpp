@@ -59,7 +59,7 @@ class engine_backend : public Base {
     submit(full_key(key), detail::to_limit_params(p, op, amount), limit_of(p), std::move(handler));
   }
 
-  // Leases and slots: one script call each, through the topology's submit_script().
+  // Leases: one script call each, through the topology's submit_script().
   void async_lease(std::string_view key, const policy& p, const lease_request& request,
                    lease_handler handler) final {
     submit_script(lease_script(full_key(key), p, request),
