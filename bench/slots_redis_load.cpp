@@ -7,7 +7,9 @@
 // back with slot::async_release, and time both calls. The backend runs its own I/O thread
 // (the default), or with --run-on, on the callers' io_context. After a warm-up second, it
 // prints one line of `name=value` fields: p50/p99/p999 of the acquire call, of the release
-// call and of the two summed (per pair), in microseconds, and pairs per second.
+// call and of the two summed (per pair), in microseconds, pairs per second, and the script
+// calls the backend sent in the whole run, warm-up included (slot steps waiting together
+// share one: about 2 x pairs x (seconds + 1) / seconds steps went in them).
 //
 //   sluice_bench_slots_redis --url redis://127.0.0.1:PORT [--callers 200] [--keys 1000]
 //       [--seconds 5] [--hold-min-us 1000] [--hold-max-us 10000] [--threads 1] [--run-on]
@@ -165,10 +167,12 @@ int main(int argc, char** argv) {
   std::printf(
       "callers=%d hold_us=%d..%d pairs=%zu pairs_per_s=%.0f acquire_p50_us=%u acquire_p99_us=%u "
       "acquire_p999_us=%u release_p50_us=%u release_p99_us=%u release_p999_us=%u "
-      "pair_p50_us=%u pair_p99_us=%u pair_p999_us=%u pair_max_us=%u failures=%llu\n",
+      "pair_p50_us=%u pair_p99_us=%u pair_p999_us=%u pair_max_us=%u failures=%llu "
+      "script_calls=%llu\n",
       callers, r.hold_min_us, r.hold_max_us, pair.size(),
       static_cast<double>(pair.size()) / seconds, at(acq, 0.5), at(acq, 0.99), at(acq, 0.999),
       at(rel, 0.5), at(rel, 0.99), at(rel, 0.999), at(pair, 0.5), at(pair, 0.99), at(pair, 0.999),
-      pair.empty() ? 0u : pair.back(), static_cast<unsigned long long>(r.failures.load()));
+      pair.empty() ? 0u : pair.back(), static_cast<unsigned long long>(r.failures.load()),
+      static_cast<unsigned long long>(lim.backend_stats().other_script_calls));
   return r.failures.load() == 0 ? 0 : 1;
 }

@@ -37,7 +37,19 @@ void decision_batcher::submit(std::string full_key, const detail::limit_params& 
                               std::uint64_t limit, decide_handler handler) {
   const std::uint16_t slot = options_.by_slot ? cluster::key_slot(full_key) : 0;
   admit({std::move(full_key), params, limit, clock::now() + options_.command_timeout,
-         std::move(handler), slot, nullptr, 1});
+         std::move(handler), slot, nullptr, 1, nullptr});
+}
+
+void decision_batcher::submit_slot(std::string full_key, const slot_request& request,
+                                   slot_handler handler) {
+  const std::uint16_t slot = options_.by_slot ? cluster::key_slot(full_key) : 0;
+  pending p{};
+  p.full_key = std::move(full_key);
+  p.deadline = clock::now() + options_.command_timeout;
+  p.slot = slot;
+  p.step = std::make_shared<slot_step>(slot_step{request.op, std::string(request.id), request.limit,
+                                                 request.lease_ttl, std::move(handler)});
+  admit(std::move(p));
 }
 
 void decision_batcher::admit(pending p) {
@@ -107,11 +119,13 @@ void decision_batcher::flush() {
 decision_batcher::batch decision_batcher::take_batch() {
   return redis::take_batch(
       waiting_, options_.max_batch, options_.by_slot,
-      [](const pending& p) { return p.call != nullptr; }, [](const pending& p) { return p.slot; });
+      [](const pending& p) { return p.call != nullptr; }, [](const pending& p) { return p.slot; },
+      [](const pending& p) { return p.step != nullptr; });
 }
 
-bool decision_batcher::reroutes(const reply_ptr& reply) const {
-  if (!options_.reroute) return false;
+bool decision_batcher::reroutes(const reply_ptr& reply, bool slots) const {
+  if (!(slots ? static_cast<bool>(options_.reroute_slot) : static_cast<bool>(options_.reroute)))
+    return false;
   switch (classify_reply(*reply).what) {
     case reply_action::kind::moved:
     case reply_action::kind::ask:
@@ -125,6 +139,11 @@ bool decision_batcher::reroutes(const reply_ptr& reply) const {
 
 void decision_batcher::reroute(pending& p, const reply_ptr& reply) {
   accepted_.fetch_sub(1, std::memory_order_relaxed);
+  if (p.step) {
+    const slot_request r{p.step->op, p.step->id, p.step->limit, p.step->lease_ttl};
+    options_.reroute_slot(std::move(p.full_key), r, p.deadline, std::move(p.step->handler), reply);
+    return;
+  }
   options_.reroute(std::move(p.full_key), p.params, p.limit, p.deadline, std::move(p.handler),
                    reply);
 }
@@ -145,6 +164,8 @@ void decision_batcher::send(batch b) {
   b.resize(kept);
   if (b.empty()) {
     batch_done();
+  } else if (b.front().step) {
+    send_slots(std::make_shared<batch>(std::move(b)));
   } else if (b.size() == 1) {
     send_single(std::move(b.front()));
   } else {
@@ -177,7 +198,7 @@ struct decision_batcher::single_call {
   }
   void operator()(std::error_code ec, const reply_ptr& reply) {
     self->batch_done();
-    if (!ec && self->reroutes(reply)) return self->reroute(p, reply);
+    if (!ec && self->reroutes(reply, false)) return self->reroute(p, reply);
     decision d;
     if (!ec) ec = to_decision(*reply, p.limit, d);
     self->finish(p, ec, d);
@@ -190,11 +211,36 @@ struct decision_batcher::batch_call {
   void append(std::string& out, script_call how) const { append_batch_command(out, how, *b); }
   void operator()(std::error_code ec, const reply_ptr& reply) {
     self->batch_done();
-    if (!ec && self->reroutes(reply)) {
+    if (!ec && self->reroutes(reply, false)) {
       for (auto& p : *b) self->reroute(p, reply);
       return;
     }
     self->complete(*b, ec, reply);
+  }
+};
+
+// Slot steps, one or several, in one call of lua/slots.lua.
+struct decision_batcher::slots_call {
+  std::shared_ptr<decision_batcher> self;
+  std::shared_ptr<batch> b;
+  void append(std::string& out, script_call how) const {
+    std::vector<slot_step_args> steps;
+    steps.reserve(b->size());
+    std::size_t bytes = 0;
+    for (const auto& p : *b) {
+      steps.push_back({p.full_key, p.step->op, p.step->id, p.step->limit, p.step->lease_ttl});
+      bytes += p.full_key.size();
+    }
+    out.reserve(out.size() + 80 + bytes + 64 * b->size());
+    append_slot_command(out, how, steps);
+  }
+  void operator()(std::error_code ec, const reply_ptr& reply) {
+    self->batch_done();
+    if (!ec && self->reroutes(reply, true)) {
+      for (auto& p : *b) self->reroute(p, reply);
+      return;
+    }
+    self->complete_slots(*b, ec, reply);
   }
 };
 
@@ -216,6 +262,14 @@ void decision_batcher::send_opaque(pending p) {
   other_calls_.fetch_add(1, std::memory_order_relaxed);
   const script_exec how{.deadline = p.deadline, .replies = p.replies, .noscript = &noscript_};
   exec_script(conn_, how, opaque_call{shared_from_this(), std::move(p.call)});
+}
+
+void decision_batcher::send_slots(std::shared_ptr<batch> b) {
+  other_calls_.fetch_add(1, std::memory_order_relaxed);
+  slot_steps_.fetch_add(b->size(), std::memory_order_relaxed);
+  // FIFO: the first step waited longest, so its deadline is the call's.
+  const script_exec how{.deadline = b->front().deadline, .noscript = &noscript_};
+  exec_script(conn_, how, slots_call{shared_from_this(), std::move(b)});
 }
 
 void decision_batcher::send_single(pending p) {
@@ -250,6 +304,20 @@ void decision_batcher::complete(batch& b, std::error_code ec, const reply_ptr& r
   }
 }
 
+void decision_batcher::complete_slots(batch& b, std::error_code ec, const reply_ptr& reply) {
+  std::vector<slot_result> results;
+  if (!ec) ec = to_slot_replies(*reply, b.size(), results);
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    const std::error_code e = ec ? ec : results[i].ec;
+    accepted_.fetch_sub(1, std::memory_order_relaxed);
+    if (e) {
+      answer(b[i], e);
+    } else {
+      b[i].step->handler({}, results[i].reply);
+    }
+  }
+}
+
 void decision_batcher::finish(pending& p, std::error_code ec, decision d) {
   accepted_.fetch_sub(1, std::memory_order_relaxed);
   answer(p, ec, d);
@@ -258,6 +326,11 @@ void decision_batcher::finish(pending& p, std::error_code ec, decision d) {
 void decision_batcher::answer(pending& p, std::error_code ec, decision d) const {
   // An opaque call's caller sees its own errors (a Cluster client refreshes its map then).
   if (p.call) return p.call->done(ec, nullptr);
+  if (p.step) {
+    // A step's errors count as a decision's (a Cluster client looks at its map again).
+    if (options_.on_failure && ec && ec != errc::backend_shutting_down) options_.on_failure(ec);
+    return p.step->handler(ec, {});
+  }
   if (ec) return fail(p.handler, ec);
   p.handler(ec, d);
 }

@@ -19,9 +19,15 @@
 // ASK, TRYAGAIN...) hands each decision of the call back to the Cluster client
 // (batcher_options::reroute), which follows it on its own.
 //
+// Slot steps of concurrency limits (submit_slot) are batched the same way, among themselves:
+// the steps that wait together (on one hash slot on Cluster) leave in one call of
+// lua/slots.lua, which applies them in order and answers each; one step alone is the
+// one-step call of that script, exactly as without batching. A step's key is never in a
+// decision's batch, nor a decision's in a step's: they are different scripts.
+//
 // It is the connection's one queue of script calls, and its one admission path: single-key
-// decisions, which it batches, and opaque script calls (submit_call: check_all's multi-key
-// call, a Cluster client's attempts, its refunds and the redirections it follows) wait in
+// decisions and slot steps, which it batches, and opaque script calls (submit_call: check_all's
+// multi-key call, a Cluster client's attempts, its refunds and the redirections it follows) wait in
 // the same FIFO and are counted against the same bound. An opaque call takes no batch slot:
 // it cannot share its call, so holding it back would only add delay; it leaves as soon as it
 // is first in line (and a run of them is pipelined, as before there was one queue).
@@ -50,6 +56,7 @@
 #include "algorithm/limit.hpp"
 #include "redis/connection.hpp"
 #include "redis/decide_command.hpp"
+#include "redis/slot_command.hpp"
 
 namespace sluice::redis {
 
@@ -72,8 +79,15 @@ struct batcher_options {
                      std::chrono::steady_clock::time_point deadline, decide_handler handler,
                      const reply_ptr& reply)>
       reroute{};
-  /// Redis Cluster: called with the error of each decision that fails here (the node down,
-  /// overloaded, timed out...; not for shutting down), before its handler: the slot map may
+  /// Redis Cluster: as `reroute`, for each slot step of such a call (its key, its request,
+  /// whose id is borrowed for the call, its deadline, handler and that reply). Unset: such a
+  /// reply is the step's error.
+  std::function<void(std::string full_key, const slot_request& request,
+                     std::chrono::steady_clock::time_point deadline, slot_handler handler,
+                     const reply_ptr& reply)>
+      reroute_slot{};
+  /// Redis Cluster: called with the error of each decision or slot step that fails here (the node
+  /// down, overloaded, timed out...; not for shutting down), before its handler: the slot map may
   /// be stale. Once per failure, so a decision's path carries no wrapper for it.
   std::function<void(std::error_code)> on_failure{};
 };
@@ -91,6 +105,11 @@ class decision_batcher : public std::enable_shared_from_this<decision_batcher> {
   /// Thread-safe.
   void submit(std::string full_key, const detail::limit_params& params, std::uint64_t limit,
               decide_handler handler);
+
+  /// Runs the slot step `request` (validated) on `full_key`, batched with the slot steps
+  /// waiting with it (lua/slots.lua). `handler` runs exactly once, as submit()'s does.
+  /// Thread-safe.
+  void submit_slot(std::string full_key, const slot_request& request, slot_handler handler);
 
   /// Sends an opaque script call (script_exec.hpp's `Call`: append() and the completion)
   /// through the same queue and bound as the decisions (it takes no batch slot), with the caller's
@@ -123,16 +142,20 @@ class decision_batcher : public std::enable_shared_from_this<decision_batcher> {
   std::size_t accepted() const noexcept { return accepted_.load(std::memory_order_relaxed); }
 
   /// Decisions' script calls sent (a batch once), the decisions they carried, NOSCRIPT
-  /// answers (to any call of this queue, opaque ones included), and the opaque calls sent.
+  /// answers (to any call of this queue, opaque ones included), the other calls sent
+  /// (opaque ones, and slot steps' calls: a batch of steps once), and the slot steps those
+  /// carried.
   struct counters {
     std::uint64_t calls = 0;
     std::uint64_t decisions = 0;
     std::uint64_t noscript = 0;
     std::uint64_t other_calls = 0;
+    std::uint64_t slot_steps = 0;
   };
   counters sent() const noexcept {
     constexpr auto r = std::memory_order_relaxed;
-    return {calls_.load(r), decisions_.load(r), noscript_.load(r), other_calls_.load(r)};
+    return {calls_.load(r), decisions_.load(r), noscript_.load(r), other_calls_.load(r),
+            slot_steps_.load(r)};
   }
 
  private:
@@ -143,7 +166,16 @@ class decision_batcher : public std::enable_shared_from_this<decision_batcher> {
     virtual void append(std::string& out, script_call how) const = 0;
     virtual void done(std::error_code ec, reply_ptr reply) = 0;
   };
-  // One request of the queue: a decision, or an opaque call (`call` set).
+  // A slot step's own part (its key is pending::full_key).
+  struct slot_step {
+    slot_operation op = slot_operation::acquire;
+    std::string id;
+    std::uint64_t limit = 1;
+    std::chrono::milliseconds lease_ttl{0};
+    slot_handler handler;
+  };
+  // One request of the queue: a decision, a slot step (`step` set), or an opaque call
+  // (`call` set).
   struct pending {
     std::string full_key;
     detail::limit_params params;
@@ -153,11 +185,13 @@ class decision_batcher : public std::enable_shared_from_this<decision_batcher> {
     std::uint16_t slot = 0;  // by_slot only
     std::shared_ptr<queued_call> call;
     std::size_t replies = 1;  // call only
+    std::shared_ptr<slot_step> step;
   };
   using batch = std::vector<pending>;
   struct single_call;  // the script calls of send_single and send_batch (script_exec.hpp)
   struct batch_call;
   struct opaque_call;
+  struct slots_call;
 
   // The admission path of every request: the breaker, the bound, the queue, the post.
   void admit(pending p);
@@ -166,12 +200,14 @@ class decision_batcher : public std::enable_shared_from_this<decision_batcher> {
   void send_single(pending p);
   void send_batch(std::shared_ptr<batch> b);
   void send_opaque(pending p);
+  void send_slots(std::shared_ptr<batch> b);
   void batch_done();
   // Takes the next batch off waiting_ (under mu_): batch_selection.hpp's take_batch.
   batch take_batch();
-  // Whether `reply` sends its call's decisions elsewhere: options_.reroute is set, and the
+  // Whether `reply` sends its call's decisions (slot steps: `slots`) elsewhere:
+  // options_.reroute (reroute_slot) is set, and the
   // reply is a redirection or a transient cluster error.
-  bool reroutes(const reply_ptr& reply) const;
+  bool reroutes(const reply_ptr& reply, bool slots) const;
   // Hands `p` to options_.reroute; it is no longer this batcher's.
   void reroute(pending& p, const reply_ptr& reply);
   // Tells options_.on_failure of `ec` (not of shutting down), then answers `handler` with it.
@@ -181,6 +217,8 @@ class decision_batcher : public std::enable_shared_from_this<decision_batcher> {
   static void append_batch_command(std::string& out, script_call call, const batch& b);
   // Every handler of `b` once: with `ec`, or each with its item of the reply.
   void complete(batch& b, std::error_code ec, const reply_ptr& reply);
+  // Every slot step of `b` once: with `ec`, or each with its part of the reply.
+  void complete_slots(batch& b, std::error_code ec, const reply_ptr& reply);
   // answer(), and p no longer counts as accepted.
   void finish(pending& p, std::error_code ec, decision d = {});
 
@@ -189,7 +227,8 @@ class decision_batcher : public std::enable_shared_from_this<decision_batcher> {
   const batcher_options options_;
 
   std::atomic<std::size_t> accepted_{0};
-  std::atomic<std::uint64_t> calls_{0}, decisions_{0}, noscript_{0}, other_calls_{0};
+  std::atomic<std::uint64_t> calls_{0}, decisions_{0}, noscript_{0}, other_calls_{0},
+      slot_steps_{0};
   void count_call(std::size_t decisions) noexcept {
     calls_.fetch_add(1, std::memory_order_relaxed);
     decisions_.fetch_add(decisions, std::memory_order_relaxed);

@@ -196,6 +196,11 @@ class redis_backend final : public redis::engine_backend<> {
     batcher_->submit(std::move(full_key), params, limit, std::move(handler));
   }
 
+  void submit_slot(std::string full_key, const slot_request& request,
+                   slot_handler handler) override {
+    batcher_->submit_slot(std::move(full_key), request, std::move(handler));
+  }
+
   std::chrono::milliseconds command_timeout_;
   std::shared_ptr<redis::connection> conn_;
   std::shared_ptr<redis::decision_batcher> batcher_;  // single-key decisions, on conn_

@@ -1,6 +1,8 @@
 #pragma once
 // A script call that is neither a decision nor a multi-key decision: a quota lease, its
-// return, or a slot step (lua/lease.lua, lua/slots.lua). It goes through the same one queue
+// return, or a slot step sent alone (lua/lease.lua, lua/slots.lua; slot steps are batched by
+// decision_batcher::submit_slot, and go alone when a Cluster client follows a redirection or
+// has no slot map yet). It goes through the same one queue
 // per connection as every other script call (decision_batcher::submit_call), with the same
 // admission, deadline and NOSCRIPT re-send (script_exec.hpp); on Redis Cluster, through the
 // cluster client's routing and redirections as a multi-key call does. Its reply goes back

@@ -224,6 +224,11 @@ class cluster_backend final : public redis::engine_backend<> {
     client_->submit_script(std::move(request), std::move(handler));
   }
 
+  void submit_slot(std::string full_key, const slot_request& request,
+                   slot_handler handler) override {
+    client_->submit_slot(std::move(full_key), request, std::move(handler));
+  }
+
   void submit(std::string full_key, const detail::limit_params& params, std::uint64_t limit,
               decide_handler handler) override {
     client_->submit(std::move(full_key), params, limit, std::move(handler));

@@ -11,6 +11,7 @@
 #include "redis/cluster/key_slot.hpp"
 #include "redis/engine/script_exec.hpp"
 #include "redis/reply_action.hpp"
+#include "redis/slot_command.hpp"
 
 namespace sluice::redis::cluster {
 namespace asio = boost::asio;
@@ -156,6 +157,15 @@ cluster_client::node_link cluster_client::link_for(const node_address& node) {
         handler(make_error_code(errc::backend_shutting_down), {});
       }
     };
+    b.reroute_slot = [weak = weak_from_this(), node](
+                         std::string full_key, const slot_request& request,
+                         clock::time_point deadline, slot_handler handler, const reply_ptr& reply) {
+      if (auto self = weak.lock()) {
+        self->follow_slot(node, std::move(full_key), request, deadline, std::move(handler), reply);
+      } else {
+        handler(make_error_code(errc::backend_shutting_down), {});
+      }
+    };
     // The node down, stuck or gone: the map may be stale (a failover).
     b.on_failure = [weak = weak_from_this()](std::error_code) {
       if (auto self = weak.lock()) self->request_refresh();
@@ -198,6 +208,48 @@ void cluster_client::follow(const node_address& node, std::string full_key,
   o->params = params;
   o->limit = limit;
   o->handler = std::move(handler);
+  apply(o, o->fsm.on_handed_back(*reply, node, clock::now()));
+}
+
+namespace {
+
+// A slot step's undecoded reply, decoded for its handler (a step followed alone).
+reply_handler slot_reply_handler(slot_handler handler) {
+  return [handler = std::move(handler)](std::error_code ec, reply_ptr reply) {
+    slot_reply r;
+    if (!ec) ec = to_slot_reply(*reply, r);
+    handler(ec, ec ? slot_reply{} : r);
+  };
+}
+
+}  // namespace
+
+void cluster_client::submit_slot(std::string full_key, const slot_request& request,
+                                 slot_handler handler) {
+  std::shared_ptr<const routing> r;
+  {
+    std::lock_guard lock(mu_);
+    r = routing_;
+  }
+  const slot_range* range = r && r->map ? r->map->range_of(key_slot(full_key)) : nullptr;
+  if (range) {
+    const auto& link = r->owners[static_cast<std::size_t>(range - r->map->ranges().data())];
+    link.batcher->submit_slot(std::move(full_key), request, std::move(handler));
+    return;
+  }
+  // No map yet, or no master for the slot: alone, as any other script call.
+  submit_script(slot_script(std::move(full_key), request), slot_reply_handler(std::move(handler)));
+}
+
+void cluster_client::follow_slot(const node_address& node, std::string full_key,
+                                 const slot_request& request, clock::time_point deadline,
+                                 slot_handler handler, const reply_ptr& reply) {
+  auto o = std::make_shared<op>(deadline);
+  o->key = full_key;
+  o->other = std::make_unique<op::other_call>();
+  o->other->request =
+      std::make_shared<const script_request>(slot_script(std::move(full_key), request));
+  o->other->handler = slot_reply_handler(std::move(handler));
   apply(o, o->fsm.on_handed_back(*reply, node, clock::now()));
 }
 

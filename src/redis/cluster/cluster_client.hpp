@@ -99,10 +99,17 @@ class cluster_client : public std::enable_shared_from_this<cluster_client> {
                     std::vector<detail::limit_params> params, std::vector<std::uint64_t> capacities,
                     decide_all_handler handler);
 
-  /// Runs any other script call (a lease, a slot step; its keys on one slot) on the owner
+  /// Runs any other script call (a lease, a slot step alone; its keys on one slot) on the owner
   /// of its first key's slot, with the same routing and bounds as submit(). `handler` runs
   /// once, on the I/O thread or inline, with the undecoded reply. Thread-safe.
   void submit_script(script_request request, reply_handler handler);
+
+  /// Runs the slot step `request` (validated; its id borrowed for the call) on the owner of
+  /// `full_key`'s slot, batched there with the steps waiting on that slot
+  /// (decision_batcher::submit_slot), with the same routing and bounds as submit(); a
+  /// redirection sends each step of the call on alone. `handler` runs once, on the I/O
+  /// thread or inline. Thread-safe.
+  void submit_slot(std::string full_key, const slot_request& request, slot_handler handler);
 
   /// Counts a multi-key decision that spanned several slots (stats().cross_slot).
   void note_cross_slot() noexcept { cross_slot_.fetch_add(1, std::memory_order_relaxed); }
@@ -132,6 +139,9 @@ class cluster_client : public std::enable_shared_from_this<cluster_client> {
   void follow(const node_address& node, std::string full_key, const detail::limit_params& params,
               std::uint64_t limit, clock::time_point deadline, decide_handler handler,
               const reply_ptr& reply);
+  // A slot step the batcher of `node` handed back with `reply`: followed alone from here.
+  void follow_slot(const node_address& node, std::string full_key, const slot_request& request,
+                   clock::time_point deadline, slot_handler handler, const reply_ptr& reply);
   // One attempt of `o` through `queue`, the node's one queue of script calls.
   void send(const std::shared_ptr<op>& o, const node_address& node,
             const std::shared_ptr<decision_batcher>& queue, bool asking);

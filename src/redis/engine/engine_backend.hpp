@@ -59,7 +59,7 @@ class engine_backend : public Base {
     submit(full_key(key), detail::to_limit_params(p, op, amount), limit_of(p), std::move(handler));
   }
 
-  // Leases and slots: one script call each, through the topology's submit_script().
+  // Leases: one script call each, through the topology's submit_script().
   void async_lease(std::string_view key, const policy& p, const lease_request& request,
                    lease_handler handler) final {
     submit_script(lease_script(full_key(key), p, request),
@@ -80,13 +80,9 @@ class engine_backend : public Base {
                   });
   }
 
+  // Slot steps: the topology's submit_slot(), which batches the steps waiting together.
   void async_slot(std::string_view key, const slot_request& request, slot_handler handler) final {
-    submit_script(slot_script(full_key(key), request),
-                  [handler = std::move(handler)](std::error_code ec, reply_ptr reply) {
-                    slot_reply r;
-                    if (!ec) ec = to_slot_reply(*reply, r);
-                    handler(ec, ec ? slot_reply{} : r);
-                  });
+    submit_slot(full_key(key), request, std::move(handler));
   }
 
  protected:
@@ -103,6 +99,19 @@ class engine_backend : public Base {
   /// The topology's queue for any other script call (script_request.hpp): `handler` runs
   /// exactly once, on the I/O thread or inline when refused at once. Thread-safe.
   virtual void submit_script(script_request request, reply_handler handler) = 0;
+
+  /// The topology's queue for a slot step (lua/slots.lua; `request` validated, its id
+  /// borrowed for the call): `handler` runs exactly once, on the I/O thread or inline when
+  /// refused at once. Thread-safe. By default, one script call per step (submit_script).
+  virtual void submit_slot(std::string full_key, const slot_request& request,
+                           slot_handler handler) {
+    submit_script(slot_script(std::move(full_key), request),
+                  [handler = std::move(handler)](std::error_code ec, reply_ptr reply) {
+                    slot_reply r;
+                    if (!ec) ec = to_slot_reply(*reply, r);
+                    handler(ec, ec ? slot_reply{} : r);
+                  });
+  }
 
   std::string full_key(std::string_view key) const {
     std::string k;
