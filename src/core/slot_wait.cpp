@@ -67,20 +67,20 @@ class slot_waiter : public std::enable_shared_from_this<slot_waiter> {
 
   /// Under the lock, for a release of this waiter's key: true when the caller is to start
   /// this waiter's attempt (after unlocking); false when the release is spoken for without
-  /// an attempt (owed to this waiter's poll in flight) or is not this waiter's to take.
-  /// A waiter whose own poll is in flight may have asked before the slot was freed: it is
-  /// owed the wake-up (it tries again at once if refused, or passes the wake-up on), so a
-  /// later waiter does not overtake it.
+  /// an attempt (owed to this waiter's attempt in flight) or is not this waiter's to take.
+  /// A waiter whose attempt is in flight (its own poll, or one an earlier release started)
+  /// may have asked before this slot was freed: it is owed the wake-up (it tries again at
+  /// once if refused, or passes the wake-up on if served), so a later waiter does not
+  /// overtake it. One wake-up is owed at most: a further release goes to the next in line.
   bool take_release_locked(bool& spoken_for) {
     spoken_for = false;
     if (phase_ == phase::idle) {
       phase_ = phase::attempting;
-      woken_ = true;
       ++generation_;
       timer_.cancel();
       return true;
     }
-    if (phase_ == phase::attempting && !woken_ && !owed_wake_) {
+    if (phase_ == phase::attempting && !owed_wake_) {
       owed_wake_ = true;
       spoken_for = true;
     }
@@ -133,7 +133,6 @@ class slot_waiter : public std::enable_shared_from_this<slot_waiter> {
   void on_result(std::error_code ec, slot s) {
     std::unique_lock lock(list_->mu_);
     const bool owed = std::exchange(owed_wake_, false);
-    woken_ = false;
     if (canceled_ || list_->closed_) {
       phase_ = phase::done;
       leave_locked();
@@ -153,8 +152,7 @@ class slot_waiter : public std::enable_shared_from_this<slot_waiter> {
       return;
     }
     if (owed) {
-      // Refused, but a slot was freed while this poll was in flight: ask again at once.
-      woken_ = true;
+      // Refused, but a slot was freed while this attempt was in flight: ask again at once.
       lock.unlock();
       s = slot{};
       start_woken();
@@ -257,8 +255,7 @@ class slot_waiter : public std::enable_shared_from_this<slot_waiter> {
   phase phase_ = phase::idle;
   bool queued_ = false;
   bool final_ = false;      // the deadline passed: the attempt in flight decides
-  bool woken_ = false;      // the attempt in flight was started by a release
-  bool owed_wake_ = false;  // a release came while this waiter's own poll was in flight
+  bool owed_wake_ = false;  // a release came while this waiter's attempt was in flight
   bool canceled_ = false;
 };
 

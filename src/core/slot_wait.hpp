@@ -4,7 +4,7 @@
 // backoff and jitter, for slots freed elsewhere: by another process, or by a lease that
 // ended); the others wait for their turn or for a wake-up. A release through the same
 // limiter (slot::release, limiter::slot_step) wakes the first idle waiter of its key at
-// once: one waiter per freed slot. If the first waiter's own poll is in flight (it may have
+// once: one waiter per freed slot. If the first waiter's attempt is in flight (it may have
 // asked before the slot was freed), the release is its: it asks again at once if refused,
 // or passes the wake-up on if served, so nobody overtakes it. The queue lives in the limiter's
 // slot_counters, which every slot of the limiter holds, so a release finds it without a lookup.

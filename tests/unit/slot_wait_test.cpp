@@ -84,8 +84,9 @@ TEST(SlotWaitTest, AReleaseWakesTheWaitersOneByOneInArrivalOrder) {
   EXPECT_TRUE(got[2].s);
 }
 
-// The memory backend, except that the answer of one acquire (asked while `hold_next` is
-// set) is kept until the test delivers it: an answer still on its way back, as from Redis.
+// The memory backend, except for one acquire asked while `hold_next` is set: its answer
+// (late_answer: the step is done at once) or the whole step (late_step) waits until the
+// test runs `late`, as a step on its way to Redis or back does.
 class late_answers final : public backend {
  public:
   explicit late_answers(std::shared_ptr<backend> inner) : inner_(std::move(inner)) {}
@@ -104,6 +105,14 @@ class late_answers final : public backend {
       return;
     }
     hold_next = false;
+    if (late_step) {
+      late = [this, k = std::string(key), r = request, id = std::string(request.id),
+              h = std::move(handler)]() mutable {
+        r.id = id;
+        inner_->async_slot(k, r, std::move(h));
+      };
+      return;
+    }
     // Asked now (the backend's state as it is now), answered when the test says.
     inner_->async_slot(key, request,
                        [this, h = std::move(handler)](std::error_code ec, slot_reply r) mutable {
@@ -111,6 +120,7 @@ class late_answers final : public backend {
                        });
   }
   bool hold_next = false;
+  bool late_step = false;
   std::function<void()> late;
 
  private:
@@ -149,6 +159,39 @@ TEST(SlotWaitTest, AReleaseDuringTheFirstWaitersPollStillServesItFirst) {
   poll(ctx);
   ASSERT_TRUE(second.ec);
   EXPECT_TRUE(second.s) << "then the second";
+}
+
+TEST(SlotWaitTest, ASecondReleaseWhileAWokenWaitersStepIsOnItsWayDoesNotLetTheNextOvertakeIt) {
+  // The first waiter was woken by a release and its acquire has not reached the backend
+  // when another slot frees: that release is owed to it too (its step may have been refused
+  // had it arrived first), not the second waiter's, who would otherwise be served first.
+  boost::asio::io_context ctx;
+  auto mem = std::make_shared<late_answers>(make_memory_backend());
+  mem->late_step = true;
+  limiter lim(mem, make_memory_backend());
+  const concurrency_policy two{.limit = 2, .lease_ttl = std::chrono::minutes{10}};
+  slot a = lim.try_acquire("k", two);
+  slot b = lim.try_acquire("k", two);
+  ASSERT_TRUE(a && b);
+  outcome first, second;
+  lim.async_acquire("k", two, 10min, boost::asio::bind_executor(ctx, record(first)));
+  lim.async_acquire("k", two, 10min, boost::asio::bind_executor(ctx, record(second)));
+  poll(ctx);
+  ASSERT_FALSE(first.ec);
+
+  mem->hold_next = true;
+  a.release();  // wakes the first waiter: its step is on its way
+  ASSERT_TRUE(mem->late);
+  b.release();
+  poll(ctx);
+  EXPECT_FALSE(second.ec) << "the second waiter was served before the first";
+
+  std::exchange(mem->late, nullptr)();  // the first waiter's step arrives
+  poll(ctx);
+  ASSERT_TRUE(first.ec);
+  EXPECT_TRUE(first.s);
+  ASSERT_TRUE(second.ec) << "the wake-up the first did not need was passed on";
+  EXPECT_TRUE(second.s);
 }
 
 TEST(SlotWaitTest, AReleaseByIdWakesAWaiter) {
