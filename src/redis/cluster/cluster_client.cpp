@@ -176,18 +176,22 @@ cluster_client::node_link cluster_client::link_for(const node_address& node) {
   return link;
 }
 
-void cluster_client::submit(std::string full_key, const detail::limit_params& params,
-                            std::uint64_t limit, decide_handler handler) {
+std::shared_ptr<decision_batcher> cluster_client::owner_of(std::string_view full_key) const {
   std::shared_ptr<const routing> r;
   {
     std::lock_guard lock(mu_);
     r = routing_;
   }
   const slot_range* range = r && r->map ? r->map->range_of(key_slot(full_key)) : nullptr;
-  if (range) {
+  if (!range) return nullptr;
+  return r->owners[static_cast<std::size_t>(range - r->map->ranges().data())].batcher;
+}
+
+void cluster_client::submit(std::string full_key, const detail::limit_params& params,
+                            std::uint64_t limit, decide_handler handler) {
+  if (auto owner = owner_of(full_key)) {
     // The owner's batcher (whose on_failure looks at the map again).
-    const auto& link = r->owners[static_cast<std::size_t>(range - r->map->ranges().data())];
-    link.batcher->submit(std::move(full_key), params, limit, std::move(handler));
+    owner->submit(std::move(full_key), params, limit, std::move(handler));
     return;
   }
   // No map yet, or no master for the slot: route() asks a seed, or fails and looks again.
@@ -226,15 +230,8 @@ reply_handler slot_reply_handler(slot_handler handler) {
 
 void cluster_client::submit_slot(std::string full_key, const slot_request& request,
                                  slot_handler handler) {
-  std::shared_ptr<const routing> r;
-  {
-    std::lock_guard lock(mu_);
-    r = routing_;
-  }
-  const slot_range* range = r && r->map ? r->map->range_of(key_slot(full_key)) : nullptr;
-  if (range) {
-    const auto& link = r->owners[static_cast<std::size_t>(range - r->map->ranges().data())];
-    link.batcher->submit_slot(std::move(full_key), request, std::move(handler));
+  if (auto owner = owner_of(full_key)) {
+    owner->submit_slot(std::move(full_key), request, std::move(handler));
     return;
   }
   // No map yet, or no master for the slot: alone, as any other script call.

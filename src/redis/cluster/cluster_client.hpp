@@ -134,6 +134,9 @@ class cluster_client : public std::enable_shared_from_this<cluster_client> {
 
   // The node's link, made and started on first use; empty once stopped.
   node_link link_for(const node_address& node);
+  // The batcher of the master that owns `full_key`'s slot by the current map; null with no
+  // map yet, or no master for the slot (the call is then routed by route()).
+  std::shared_ptr<decision_batcher> owner_of(std::string_view full_key) const;
   // A decision the batcher of `node` handed back with `reply` (a redirection): followed on
   // its own from here.
   void follow(const node_address& node, std::string full_key, const detail::limit_params& params,
