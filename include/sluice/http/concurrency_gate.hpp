@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -164,6 +165,17 @@ auto async_enter_concurrency(limiter& lim, const rule_set& rules, const request_
                              unsigned deny_status, CompletionToken&& token);
 
 namespace detail {
+// Where a waiting rule's timers run: the handler's executor, or (one that is no I/O
+// executor, e.g. use_future's) Asio's system executor.
+template <class Executor>
+boost::asio::any_io_executor wait_executor(const Executor& ex) {
+  if constexpr (std::is_constructible_v<boost::asio::any_io_executor, const Executor&>) {
+    return boost::asio::any_io_executor(ex);
+  } else {
+    return boost::asio::any_io_executor(boost::asio::system_executor());
+  }
+}
+
 // Every async enter form: walks `plan` and posts the pass to the handler's executor.
 template <class CompletionToken>
 auto initiate_enter(limiter lim, gate_plan plan, CompletionToken&& token) {
@@ -172,7 +184,7 @@ auto initiate_enter(limiter lim, gate_plan plan, CompletionToken&& token) {
         auto ex = boost::asio::get_associated_executor(handler, boost::asio::system_executor());
         auto work = boost::asio::make_work_guard(ex);
         auto shared = std::make_shared<decltype(handler)>(std::move(handler));
-        walk_concurrency(std::move(l), std::move(p), boost::asio::any_io_executor(ex),
+        walk_concurrency(std::move(l), std::move(p), wait_executor(ex),
                          [shared, work](std::error_code ec, gate_pass pass) mutable {
                            // A posted completion may be copied (post_completion groups
                            // some in a std::function), a pass cannot: it travels in a
