@@ -119,8 +119,9 @@ class concurrency_gate {
   /// the handler's associated executor). Completion signature
   /// `void(std::error_code, sluice::http::gate_pass)`, the error as
   /// async_enter_concurrency()'s. The handler never runs inline: it is posted to its
-  /// associated executor (default: boost::asio::system_executor). `req` need only live
-  /// until this call returns; the gate until the handler has run. Thread-safe.
+  /// associated executor (default: boost::asio::system_executor). `req` and the gate need
+  /// only live until this call returns (the walk holds a copy of the limiter handle).
+  /// Thread-safe.
   template <class CompletionToken>
   auto async_enter(const request_facts& req, CompletionToken&& token) const;
 
