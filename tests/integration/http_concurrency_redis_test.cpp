@@ -84,11 +84,14 @@ TEST(HttpConcurrencyRedisTest, WaitingGatesNeverBlockTheIoContextThread) {
   boost::asio::io_context io;
   std::atomic<int> ticks{0}, admitted{0}, refused{0}, off_thread{0};
   int held = 0, most_held = 0;  // the io thread's only
+  bool stopping = false;        // the io thread's only
   boost::asio::steady_timer ticker(io);
   std::function<void()> tick = [&] {
     ticker.expires_after(1ms);
     ticker.async_wait([&](boost::system::error_code ec) {
-      if (ec) return;
+      // A cancel() that comes after the timer expired does not stop a handler already
+      // queued: the flag does.
+      if (ec || stopping) return;
       ticks.fetch_add(1);
       tick();
     });
@@ -135,7 +138,10 @@ TEST(HttpConcurrencyRedisTest, WaitingGatesNeverBlockTheIoContextThread) {
   EXPECT_EQ(refused.load(), 0);
   EXPECT_EQ(off_thread.load(), 0) << "handlers run on the io_context's thread";
 
-  boost::asio::post(io, [&] { ticker.cancel(); });
+  boost::asio::post(io, [&] {
+    stopping = true;
+    ticker.cancel();
+  });
   runner.join();
   EXPECT_EQ(most_held, 1) << "never more than the limit in flight";
 }
