@@ -1,7 +1,8 @@
 // A small Boost.Beast server rate-limited by Sluice's middleware core, the shape of the
 // Beast server examples: a listener, a session per connection on its own strand, timeouts,
-// and a signal_set for a clean shutdown. Each request is evaluated with async_evaluate, so
-// no thread blocks on the backend (Redis) while deciding.
+// and a signal_set for a clean shutdown. Each request is evaluated with async_evaluate, then
+// takes its concurrency slots with async_enter_concurrency (held until its response has
+// been written), so no thread blocks on the backend (Redis) while deciding or waiting.
 //
 //   sluice_example_beast [--port 8082] [--backend memory|redis://127.0.0.1:6379]
 //                        [--trust CIDR]... [--threads N]
@@ -98,6 +99,13 @@ sluice::http::rule make_rule(std::string name, std::string prefix, std::string_v
   return r;
 }
 
+sluice::http::rule make_slot_rule(std::string name, std::string prefix, std::string policy,
+                                  std::chrono::milliseconds max_wait) {
+  auto r = make_rule(std::move(name), std::move(prefix), "ip", std::move(policy));
+  r.max_wait = max_wait;
+  return r;
+}
+
 // What every session shares: the limiter and the (immutable) rules.
 struct app {
   sluice::limiter limiter;
@@ -112,6 +120,9 @@ bhttp::response<bhttp::string_body> route(const bhttp::request<bhttp::string_bod
   if (req.method() == bhttp::verb::get && target.starts_with("/api/hello")) {
     res.set(bhttp::field::content_type, "application/json");
     res.body() = "{\"hello\":\"world\"}\n";
+  } else if (req.method() == bhttp::verb::get && target.starts_with("/reports/")) {
+    res.set(bhttp::field::content_type, "text/plain");
+    res.body() = "report\n";
   } else if (req.method() == bhttp::verb::post && target == "/login") {
     res.set(bhttp::field::content_type, "text/plain");
     res.body() = "welcome\n";
@@ -152,10 +163,10 @@ class session : public std::enable_shared_from_this<session> {
     beast::error_code peer_ec;
     const auto peer = stream_.socket().remote_endpoint(peer_ec).address();
     if (peer_ec) return close();
-    // The facts refer to req_, which stays untouched until the handler below has run.
-    const auto facts = sluice::http::beast::make_request_facts(req_, peer);
+    // The facts refer to req_, which stays untouched until the response is written.
+    facts_ = sluice::http::beast::make_request_facts(req_, peer);
     sluice::http::async_evaluate(
-        app_->limiter, app_->rules, facts,
+        app_->limiter, app_->rules, facts_,
         net::bind_executor(stream_.get_executor(),
                            [self = shared_from_this()](sluice::http::evaluation e) {
                              self->on_decided(std::move(e));
@@ -163,17 +174,33 @@ class session : public std::enable_shared_from_this<session> {
   }
 
   void on_decided(sluice::http::evaluation e) {
-    const auto r = sluice::http::make_response(e);
+    auto r = sluice::http::make_response(e);
     if (!r.allowed) return write(sluice::http::beast::make_denial(req_, r));
-    auto res = route(req_);
-    sluice::http::beast::set_headers(res, r.headers);
-    write(std::move(res));
+    // The rate rules allowed it: now the concurrency rules' slots (503 when one is full,
+    // after its max_wait), taken without blocking this strand's thread.
+    sluice::http::async_enter_concurrency(
+        app_->limiter, *app_->rules, facts_, 503,
+        net::bind_executor(stream_.get_executor(),
+                           [self = shared_from_this(), r = std::move(r)](
+                               std::error_code, sluice::http::gate_pass pass) {
+                             self->on_entered(r, std::move(pass));
+                           }));
   }
 
-  void write(bhttp::response<bhttp::string_body> res) {
+  void on_entered(const sluice::http::rate_limit_response& r, sluice::http::gate_pass pass) {
+    if (!pass.admitted()) return write(sluice::http::beast::make_denial(req_, pass.response()));
+    auto res = route(req_);
+    sluice::http::beast::set_headers(res, r.headers);
+    write(std::move(res), std::move(pass));
+  }
+
+  // Writes `res`; `pass` (the request's slots) is held until the write completed.
+  void write(bhttp::response<bhttp::string_body> res, sluice::http::gate_pass pass = {}) {
     auto sp = std::make_shared<bhttp::response<bhttp::string_body>>(std::move(res));
+    auto held = std::make_shared<sluice::http::gate_pass>(std::move(pass));
     bhttp::async_write(stream_, *sp,
-                       [self = shared_from_this(), sp](beast::error_code ec, std::size_t) {
+                       [self = shared_from_this(), sp, held](beast::error_code ec, std::size_t) {
+                         held->release();  // the response is out (or failed): slots back
                          if (ec) return;
                          if (sp->need_eof()) return self->close();
                          self->read();
@@ -188,6 +215,7 @@ class session : public std::enable_shared_from_this<session> {
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   bhttp::request<bhttp::string_body> req_;
+  sluice::http::request_facts facts_;
   std::shared_ptr<app> app_;
 };
 
@@ -242,7 +270,10 @@ int main(int argc, char** argv) {
           std::make_shared<const sluice::http::rule_set>(
               std::map<std::string, sluice::policy, std::less<>>{
                   {"api", bucket(5, 1)}, {"login", bucket(3, 0.1)}, {"site", bucket(100, 10)}},
+              std::map<std::string, sluice::concurrency_policy, std::less<>>{
+                  {"reports", {.limit = 2, .lease_ttl = std::chrono::seconds{30}}}},
               std::vector<sluice::http::rule>{
+                  make_slot_rule("reports", "/reports/", "reports", std::chrono::seconds{2}),
                   make_rule("login", "/login", "ip", "login", false, {"POST"}),
                   make_rule("api", "/api/", "header:X-API-Key|ip", "api"),
                   make_rule("everything", "/", "ip", "site", /*shadow=*/true)},
@@ -272,6 +303,7 @@ int main(int argc, char** argv) {
             << opts.threads << " threads)\n"
             << "  api:   5 requests burst, 1/s per X-API-Key (or per IP without one)\n"
             << "  login: 3 attempts burst, 1 per 10 s per IP (POST /login)\n"
+            << "  reports: 2 in flight per IP (GET /reports/...), a third waits up to 2 s\n"
             << "Try:\n"
             << "  for i in $(seq 7); do curl -s -o /dev/null -w '%{http_code}\\n' " << base
             << "/api/hello; done\n"

@@ -89,8 +89,14 @@ rule_set::rule_set(std::map<std::string, sluice::policy, std::less<>> policies,
       // without limiting (a shadow slot would still count against the limit).
       if (r.shadow) invalid(what + "a concurrency rule cannot be a shadow rule");
       if (r.cost != 1) invalid(what + "a concurrency rule takes one slot: cost must be 1");
+      if (r.max_wait < std::chrono::milliseconds{0} || r.max_wait > max_gate_wait) {
+        invalid(what + "max_wait must be 0.." + std::to_string(max_gate_wait.count()) +
+                " ms, not " + std::to_string(r.max_wait.count()));
+      }
     } else if (!p) {
       invalid(what + "unknown policy " + quoted(r.policy));
+    } else if (r.max_wait != std::chrono::milliseconds{0}) {
+      invalid(what + "max_wait is for concurrency rules; a rate rule does not wait");
     }
     if (r.cost < 1) invalid(what + "cost must be at least 1");
     // A request may cost at most a bucket's capacity or a window's limit.

@@ -3,6 +3,9 @@
 // gives back what it took and answers with Retry-After and a problem body.
 #include <gtest/gtest.h>
 
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/strand.hpp>
 #include <nlohmann/json.hpp>
 
 #include <sluice/http/concurrency_gate.hpp>
@@ -91,6 +94,9 @@ TEST_F(ConcurrencyGateTest, InvalidRulesAreRefusedWhenTheGateIsBuilt) {
                std::invalid_argument);
   EXPECT_THROW(concurrency_gate(lim_, {rule("a", "/", 0)}), std::invalid_argument);
   EXPECT_THROW(concurrency_gate(lim_, {rule("a", "/", 1)}, {}, 200), std::invalid_argument);
+  auto waits_too_long = rule("a", "/", 1);
+  waits_too_long.max_wait = max_gate_wait + milliseconds{1};
+  EXPECT_THROW(concurrency_gate(lim_, {waits_too_long}), std::invalid_argument);
 }
 
 TEST_F(ConcurrencyGateTest, ARequestWithoutAKeyIsNotLimitedByThatRule) {
@@ -100,6 +106,40 @@ TEST_F(ConcurrencyGateTest, ARequestWithoutAKeyIsNotLimitedByThatRule) {
   EXPECT_TRUE(a.admitted());
   EXPECT_TRUE(b.admitted());
   EXPECT_TRUE(b.slots().empty());
+}
+
+TEST_F(ConcurrencyGateTest, AsyncEnterWaitsForARuleWithAMaxWaitAndCompletesOnTheStrand) {
+  auto reports = rule("reports", "/reports", 1);
+  reports.max_wait = max_gate_wait;
+  const concurrency_gate gate(lim_, {rule("site", "/", 10), reports});
+  boost::asio::io_context io;
+  auto strand = boost::asio::make_strand(io);
+  std::vector<gate_pass> passes;
+  int on_strand = 0;
+  auto enter = [&] {
+    gate.async_enter(from("192.0.2.1"),
+                     boost::asio::bind_executor(strand, [&](std::error_code ec, gate_pass p) {
+                       EXPECT_FALSE(ec);
+                       on_strand += strand.running_in_this_thread();
+                       passes.push_back(std::move(p));
+                     }));
+  };
+  enter();
+  EXPECT_TRUE(passes.empty()) << "never inline";
+  io.run();
+  ASSERT_EQ(passes.size(), 1u);
+  ASSERT_TRUE(passes[0].admitted());
+
+  enter();  // holds a "site" slot while it waits for "reports"
+  io.restart();
+  io.poll();
+  ASSERT_EQ(passes.size(), 1u) << "waiting";
+  EXPECT_EQ(lim_.try_acquire("@gate:site:ip=192.0.2.1", {.limit = 10}).in_flight(), 3u);
+  passes[0].release();
+  while (passes.size() < 2) io.run_one();
+  EXPECT_EQ(on_strand, 2);
+  ASSERT_TRUE(passes[1].admitted());
+  EXPECT_EQ(passes[1].slots().size(), 2u);
 }
 
 }  // namespace

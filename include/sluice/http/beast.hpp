@@ -16,7 +16,9 @@ namespace sluice::http::beast {
 
 /// Request facts for `req` received from `peer`. The header lookup refers to `req` by
 /// reference (joins repeated fields with ", "): `req` must outlive evaluate() /
-/// the async_evaluate() call, which is all the middleware needs.
+/// the async_evaluate() call (and enter_concurrency() / the async_enter_concurrency()
+/// call), which is all the middleware needs. With concurrency rules, keep the gate_pass
+/// until the response's async_write completes (examples/beast/main.cpp).
 template <class Body, class Fields>
 request_facts make_request_facts(const boost::beast::http::request<Body, Fields>& req,
                                  const boost::asio::ip::address& peer) {

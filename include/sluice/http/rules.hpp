@@ -1,5 +1,6 @@
 #pragma once
 /// Rules: which requests a limit applies to, how they are keyed, and with which policy.
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -29,6 +30,10 @@ struct rule_match {
   bool matches(const request_facts& req) const;
 };
 
+/// The longest `max_wait` of a concurrency rule: 10 minutes (a waiting request keeps its
+/// connection open and a slot of every rule before it).
+inline constexpr std::chrono::milliseconds max_gate_wait{600'000};
+
 /// One rule of a rule_set.
 struct rule {
   /// Unique in the set; 1..64 characters of `A-Z a-z 0-9 _ . -`.
@@ -45,6 +50,10 @@ struct rule {
   /// Units per request: 1..limit_of(the policy) (capacity or limit). A concurrency rule
   /// takes one slot: its cost must be 1.
   std::uint64_t cost = 1;
+  /// A concurrency rule: how long a request may wait for a slot (limiter::async_acquire:
+  /// in arrival order, woken at once by a release) before it is refused; 0 (the default)
+  /// refuses at once; 0..max_gate_wait. A rate rule does not wait: it must be 0.
+  std::chrono::milliseconds max_wait{0};
 };
 
 /// An immutable, validated set of named policies and ordered rules. Share it as
@@ -62,7 +71,9 @@ class rule_set {
   /// The same, with concurrency policies too (docs/CONCURRENCY.md): a rule naming one is a
   /// concurrency rule. A name is a rate policy's or a concurrency policy's, not both;
   /// messages as above (`policy "reports": ...`, `rule "reports": a concurrency rule cannot
-  /// be a shadow rule`, `... takes one slot: cost must be 1`).
+  /// be a shadow rule`, `... takes one slot: cost must be 1`, `... max_wait must be
+  /// 0..600000 ms`, `rule "api": max_wait is for concurrency rules; a rate rule does not
+  /// wait`).
   rule_set(std::map<std::string, sluice::policy, std::less<>> policies,
            std::map<std::string, concurrency_policy, std::less<>> concurrency_policies,
            std::vector<rule> rules, key_options options = {});
