@@ -9,7 +9,7 @@ set(SLUICE_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/sluice
     CACHE STRING "Where sluiceConfig.cmake is installed, relative to the prefix")
 
 # One export set per component: sluiceConfig.cmake loads only the requested ones, so asking
-# for `core` needs none of the Redis component's own dependencies (hiredis).
+# for `core` needs none of the Redis component's dependencies (hiredis, OpenSSL).
 foreach(component IN ITEMS core redis http)
   install(TARGETS sluice_${component}
     EXPORT sluice-${component}-targets

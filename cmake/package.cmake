@@ -143,7 +143,7 @@ set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME libsluice-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 # What the CMake package and sluice.pc find: the link interface of the static libraries
-# (core: fmt, threads, OpenSSL's libcrypto; redis: hiredis, OpenSSL) and the Boost.Asio headers.
+# (core: fmt, threads; redis: hiredis, OpenSSL) and the Boost.Asio headers.
 # The paragraph every package's description starts with.
 set(sluice_deb_summary "Sluice decides whether a caller may spend N tokens now in one atomic step
 (token bucket, GCRA, sliding window log or counter, fixed window): a Lua

@@ -1,6 +1,5 @@
 #include "core/slot_support.hpp"
 
-#include <openssl/rand.h>
 #include <pthread.h>
 #include <sys/random.h>
 
@@ -36,8 +35,8 @@ void fill_random(void* p, std::size_t n) {
   }
 }
 
-// One draw per 256 ids (4 KiB): a call per acquire would cost more than the memory backend's
-// whole step, and the generator's per-call setup is paid once per block.
+// One getrandom(2) call per 256 ids (4 KiB): a system call per acquire would cost more than
+// the memory backend's whole step, and the kernel's per-call setup is paid once per block.
 struct random_pool {
   std::array<std::uint64_t, 512> words{};
   std::size_t next = 512;
@@ -52,13 +51,7 @@ void new_slot_id(std::array<char, 32>& hex) {
   thread_local random_pool pool;
   const auto generation = fork_generation.load(std::memory_order_relaxed);
   if (pool.next + 2 > pool.words.size() || pool.generation != generation) {
-    // OpenSSL's DRBG (AES-256-CTR, seeded and reseeded from the kernel, reseeded in a forked
-    // child): on this path the kernel's own generator cost ~50 ns per id, a quarter of a
-    // memory acquire + release; the DRBG costs a few. Should it fail, the kernel's bytes.
-    if (RAND_bytes(reinterpret_cast<unsigned char*>(pool.words.data()),
-                   static_cast<int>(sizeof pool.words)) != 1) {
-      fill_random(pool.words.data(), sizeof pool.words);
-    }
+    fill_random(pool.words.data(), sizeof pool.words);
     pool.next = 0;
     pool.generation = generation;
   }

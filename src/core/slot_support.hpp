@@ -36,10 +36,10 @@ struct slot_counters {
   }
 };
 
-/// A new slot id: 32 lowercase hex digits of 128 bits from OpenSSL's CSPRNG (its DRBG,
-/// seeded from the kernel; the kernel's getrandom(2) should OpenSSL fail), drawn in blocks
-/// per thread; a forked child draws afresh, so parent and child never hand out the same
-/// ids. Thread-safe. Throws std::system_error if neither has random bytes to give.
+/// A new slot id: 32 lowercase hex digits of 128 bits from the kernel's CSPRNG
+/// (getrandom(2)), drawn in blocks per thread; a forked child draws afresh, so parent and
+/// child never hand out the same ids. Thread-safe. Throws std::system_error if the kernel
+/// has no random bytes to give (no getrandom(2): Linux < 3.17).
 std::string new_slot_id();
 /// new_slot_id() into `hex`, with no allocation (an acquire copies it into its completion).
 void new_slot_id(std::array<char, 32>& hex);
