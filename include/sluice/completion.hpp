@@ -9,13 +9,18 @@
 /// instead of once per decision, and its queue's mutex is taken once. Outside such a group
 /// a completion is posted on its own, as boost::asio::post would.
 #include <functional>
+#include <memory>
+#include <optional>
 #include <type_traits>
 #include <typeinfo>
 #include <utility>
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/system_executor.hpp>
 
 namespace sluice {
 
@@ -61,5 +66,47 @@ void post_completion(const Executor& ex, F&& f) {
     boost::asio::post(ex, std::forward<F>(f));
   }
 }
+
+namespace detail {
+
+/// An async operation's completion handler, parked until a type-erased start function
+/// (which takes a copyable std::function) completes the operation where the backend does.
+/// post() moves the handler out and posts it to its associated executor (whose work is held
+/// until then), so the handler is destroyed on the thread that ran it: the copies of the
+/// callback that remain (the initiating frame's, a std::function's) hold an empty parking
+/// place, whichever thread drops them last. Copyable; post() is called at most once.
+template <class Handler>
+class parked_handler {
+ public:
+  explicit parked_handler(Handler handler) : place_(std::make_shared<place>(std::move(handler))) {}
+
+  /// Posts `finish(handler)` to the handler's executor. `finish` must be copyable (a
+  /// grouped completion travels in a std::function): a move-only argument goes in a
+  /// shared_ptr.
+  template <class Finish>
+  void post(Finish finish) const {
+    auto work = std::move(*place_->work);
+    place_->work.reset();
+    // The only reference to the handler from here on is the posted operation's.
+    auto h = std::make_shared<Handler>(std::move(*place_->handler));
+    place_->handler.reset();
+    post_completion(work.get_executor(),
+                    [h = std::move(h), finish = std::move(finish)]() mutable { finish(*h); });
+  }
+
+ private:
+  using executor = boost::asio::associated_executor_t<Handler, boost::asio::system_executor>;
+  struct place {
+    explicit place(Handler h)
+        : work(boost::asio::make_work_guard(
+              boost::asio::get_associated_executor(h, boost::asio::system_executor()))),
+          handler(std::move(h)) {}
+    std::optional<boost::asio::executor_work_guard<executor>> work;
+    std::optional<Handler> handler;
+  };
+  std::shared_ptr<place> place_;
+};
+
+}  // namespace detail
 
 }  // namespace sluice

@@ -115,13 +115,8 @@ class slot {
   auto async_release(CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(std::error_code)>(
         [this](auto handler) {
-          auto ex = boost::asio::get_associated_executor(handler, boost::asio::system_executor());
-          auto work = boost::asio::make_work_guard(ex);
-          auto shared = std::make_shared<decltype(handler)>(std::move(handler));
-          start_release([shared, work](std::error_code ec) mutable {
-            post_completion(work.get_executor(),
-                            [shared = std::move(shared), ec] { (*shared)(ec); });
-            work.reset();
+          start_release([parked = detail::parked_handler(std::move(handler))](std::error_code ec) {
+            parked.post([ec](auto& h) { h(ec); });
           });
         },
         token);
@@ -138,16 +133,13 @@ class slot {
   auto async_renew(CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(std::error_code, bool)>(
         [this](auto handler) {
-          auto ex = boost::asio::get_associated_executor(handler, boost::asio::system_executor());
-          auto work = boost::asio::make_work_guard(ex);
-          auto shared = std::make_shared<decltype(handler)>(std::move(handler));
-          start_renew([this, shared, work](std::error_code bec, slot_reply r) mutable {
-            post_completion(work.get_executor(), [this, shared = std::move(shared), bec, r] {
+          start_renew([this, parked = detail::parked_handler(std::move(handler))](
+                          std::error_code bec, slot_reply r) {
+            parked.post([this, bec, r](auto& h) {
               std::error_code ec;
               const bool held = finish_renew(bec, r, ec);
-              (*shared)(ec, held);
+              h(ec, held);
             });
-            work.reset();
           });
         },
         token);

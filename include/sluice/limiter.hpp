@@ -194,17 +194,10 @@ class limiter {
     return boost::asio::async_initiate<CompletionToken,
                                        void(std::error_code, std::vector<decision>)>(
         [this](auto handler, std::vector<owned_check_item> its) {
-          auto ex = boost::asio::get_associated_executor(handler, boost::asio::system_executor());
-          auto work = boost::asio::make_work_guard(ex);
-          auto shared = std::make_shared<decltype(handler)>(std::move(handler));
-          start_check_all(
-              std::move(its), [shared, work](std::error_code ec, std::vector<decision> ds) mutable {
-                post_completion(work.get_executor(),
-                                [shared = std::move(shared), ec, ds = std::move(ds)]() mutable {
-                                  (*shared)(ec, std::move(ds));
-                                });
-                work.reset();
-              });
+          start_check_all(std::move(its), [parked = detail::parked_handler(std::move(handler))](
+                                              std::error_code ec, std::vector<decision> ds) {
+            parked.post([ec, ds = std::move(ds)](auto& h) mutable { h(ec, std::move(ds)); });
+          });
         },
         token, std::move(owned));
   }
@@ -420,15 +413,9 @@ class limiter {
   static auto initiate_decision(CompletionToken&& token, Start start) {
     return boost::asio::async_initiate<CompletionToken, void(std::error_code, decision)>(
         [](auto handler, Start begin) {
-          auto ex = boost::asio::get_associated_executor(handler, boost::asio::system_executor());
-          auto work = boost::asio::make_work_guard(ex);
-          auto shared = std::make_shared<decltype(handler)>(std::move(handler));
-          begin([shared, work](std::error_code ec, decision d) mutable {
-            // The handler moves into the posted operation, so it is destroyed where it ran.
-            post_completion(work.get_executor(),
-                            [shared = std::move(shared), ec, d] { (*shared)(ec, d); });
-            work.reset();
-          });
+          begin(
+              [parked = detail::parked_handler(std::move(handler))](
+                  std::error_code ec, decision d) { parked.post([ec, d](auto& h) { h(ec, d); }); });
         },
         token, std::move(start));
   }

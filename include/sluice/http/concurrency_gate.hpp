@@ -183,20 +183,14 @@ auto initiate_enter(limiter lim, gate_plan plan, CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(std::error_code, gate_pass)>(
       [](auto handler, limiter l, gate_plan p) {
         auto ex = boost::asio::get_associated_executor(handler, boost::asio::system_executor());
-        auto work = boost::asio::make_work_guard(ex);
-        auto shared = std::make_shared<decltype(handler)>(std::move(handler));
         walk_concurrency(std::move(l), std::move(p), wait_executor(ex),
-                         [shared, work](std::error_code ec, gate_pass pass) mutable {
+                         [parked = sluice::detail::parked_handler(std::move(handler))](
+                             std::error_code ec, gate_pass pass) {
                            // A posted completion may be copied (post_completion groups
                            // some in a std::function), a pass cannot: it travels in a
-                           // shared_ptr. The handler moves into the posted operation, so it
-                           // is destroyed where it ran.
-                           auto got = std::make_shared<gate_pass>(std::move(pass));
-                           post_completion(work.get_executor(), [shared = std::move(shared), ec,
-                                                                 got = std::move(got)]() mutable {
-                             (*shared)(ec, std::move(*got));
-                           });
-                           work.reset();
+                           // shared_ptr.
+                           parked.post([ec, got = std::make_shared<gate_pass>(std::move(pass))](
+                                           auto& h) { h(ec, std::move(*got)); });
                          });
       },
       token, std::move(lim), std::move(plan));

@@ -102,18 +102,9 @@ auto async_evaluate(limiter& lim, std::shared_ptr<const rule_set> rules, const r
                     CompletionToken&& token) {
   return boost::asio::async_initiate<CompletionToken, void(evaluation)>(
       [](auto handler, limiter l, evaluation planned) {
-        auto ex = boost::asio::get_associated_executor(handler, boost::asio::system_executor());
-        auto work = boost::asio::make_work_guard(ex);
-        auto shared = std::make_shared<decltype(handler)>(std::move(handler));
         async_evaluate(on_backend_thread, std::move(l), std::move(planned),
-                       [shared, work](evaluation e) mutable {
-                         // The handler moves into the posted operation, so it is destroyed where it
-                         // ran.
-                         post_completion(work.get_executor(),
-                                         [shared = std::move(shared), e = std::move(e)]() mutable {
-                                           (*shared)(std::move(e));
-                                         });
-                         work.reset();
+                       [parked = sluice::detail::parked_handler(std::move(handler))](evaluation e) {
+                         parked.post([e = std::move(e)](auto& h) mutable { h(std::move(e)); });
                        });
       },
       token, lim, plan(std::move(rules), req));
