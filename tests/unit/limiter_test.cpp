@@ -1,12 +1,16 @@
 // sluice::limiter: input validation, failure modes and the async contract.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <future>
 #include <limits>
 #include <memory>
 #include <thread>
+#include <utility>
 
 #include <boost/asio/bind_executor.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
 
@@ -167,6 +171,81 @@ TEST(LimiterTest, AsyncHandlerNeverRunsInlineAndRunsOnItsExecutor) {
   EXPECT_FALSE(done);  // the memory backend decided at once, yet the handler waits for io
   io.run();
   EXPECT_TRUE(done);
+}
+
+// A backend that answers at once, then holds the call until `released` (at most 5 s): the
+// completion may run, and be done with, on the io_context's thread while the initiating
+// call has not returned yet.
+class answers_then_holds final : public backend {
+ public:
+  explicit answers_then_holds(const std::atomic<bool>& released) : released_(released) {}
+  std::error_code decide(std::string_view, const policy&, std::uint64_t, decision& d) override {
+    d.allowed = true;
+    return {};
+  }
+  void async_decide(std::string_view, const policy&, std::uint64_t, decide_handler h) override {
+    decision d;
+    d.allowed = true;
+    h({}, d);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!released_ && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  std::error_code operate(std::string_view, const policy&, key_operation, std::uint64_t,
+                          decision&) override {
+    return {};
+  }
+
+ private:
+  const std::atomic<bool>& released_;
+};
+
+// Records the thread that destroys the last live copy of a handler.
+struct destruction_probe {
+  std::atomic<bool>* gone;
+  std::thread::id* where;
+  bool live = true;
+  destruction_probe(std::atomic<bool>* g, std::thread::id* w) : gone(g), where(w) {}
+  destruction_probe(const destruction_probe&) = default;
+  destruction_probe(destruction_probe&& o) noexcept
+      : gone(o.gone), where(o.where), live(std::exchange(o.live, false)) {}
+  destruction_probe& operator=(const destruction_probe&) = delete;
+  destruction_probe& operator=(destruction_probe&&) = delete;
+  ~destruction_probe() {
+    if (!live) return;
+    *where = std::this_thread::get_id();
+    *gone = true;
+  }
+};
+
+// A handler may own what must go on its own thread (a connection's buffers, a strand's
+// state): it is destroyed where it ran, not by the initiating call returning later.
+TEST(LimiterTest, AsyncHandlerIsDestroyedOnTheThreadThatRanIt) {
+  for (const bool all : {false, true}) {
+    std::atomic<bool> gone{false};
+    std::thread::id where;
+    limiter lim(std::make_shared<answers_then_holds>(gone));
+    boost::asio::io_context io;
+    auto work = boost::asio::make_work_guard(io);
+    std::thread runner([&] { io.run(); });
+    bool ran = false;
+    auto handler = [&ran, probe = destruction_probe(&gone, &where)](std::error_code, auto) {
+      ran = true;
+    };
+    if (all) {
+      lim.async_check_all(std::vector<check_item>{{"k", bucket(1, 1), 1}},
+                          boost::asio::bind_executor(io, std::move(handler)));
+    } else {
+      lim.async_check("k", bucket(1, 1), 1, boost::asio::bind_executor(io, std::move(handler)));
+    }
+    work.reset();
+    const auto runner_id = runner.get_id();
+    runner.join();
+    EXPECT_TRUE(ran);
+    EXPECT_TRUE(gone);
+    EXPECT_EQ(where, runner_id) << (all ? "async_check_all" : "async_check");
+  }
 }
 
 TEST(LimiterTest, OnBackendThreadRunsWhereTheBackendDecides) {
