@@ -5,8 +5,6 @@
 
 #include <algorithm>
 #include <array>
-#include <condition_variable>
-#include <mutex>
 #include <stdexcept>
 
 #include "algorithm/slots.hpp"
@@ -124,44 +122,14 @@ slot limiter::try_acquire(std::string_view key, const concurrency_policy& p, std
   const slot_request request{slot_operation::acquire, std::string_view(id.data(), id.size()),
                              p.limit, p.lease_ttl};
   const auto& primary = slot_backend(false);
-  {
-    // A backend that answers in place (the memory backend): no completion, no wait.
-    std::error_code bec;
-    slot_reply r;
-    if (primary->slot_now(key, request, bec, r)) {
-      return make_slot(slots_, primary, slot_backend(true), key, p, id, bec, r);
-    }
+  std::error_code bec;
+  slot_reply r;
+  // A backend that answers in place (the memory backend) needs no completion and no wait;
+  // on another the step is started and waited for.
+  if (!primary->slot_now(key, request, bec, r)) {
+    bec = detail::slot_step_blocking(*primary, key, request, r);
   }
-  // Otherwise the step is started and waited for, on this thread's stack: this waits until
-  // the handler has run (exactly once). It touches the waiter only under its mutex,
-  // notifying before it lets go; one that runs on this thread (inline) fills it with no lock.
-  struct waiter {
-    std::thread::id caller = std::this_thread::get_id();
-    bool inline_done = false;
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    std::error_code bec;
-    slot_reply r;
-  } w;
-  primary->async_slot(key, request, [&w](std::error_code bec, slot_reply r) {
-    if (std::this_thread::get_id() == w.caller) {
-      w.bec = bec;
-      w.r = r;
-      w.inline_done = true;
-      return;
-    }
-    std::lock_guard lock(w.mu);
-    w.bec = bec;
-    w.r = r;
-    w.done = true;
-    w.cv.notify_one();
-  });
-  if (!w.inline_done) {
-    std::unique_lock lock(w.mu);
-    w.cv.wait(lock, [&] { return w.done; });
-  }
-  return make_slot(slots_, primary, slot_backend(true), key, p, id, w.bec, w.r);
+  return make_slot(slots_, primary, slot_backend(true), key, p, id, bec, r);
 }
 
 slot limiter::try_acquire(std::string_view key, const concurrency_policy& p) {
@@ -217,25 +185,10 @@ void limiter::async_slot_step(on_backend_thread_t, std::string_view key,
 
 slot_reply limiter::slot_step(std::string_view key, const concurrency_policy& p, slot_operation op,
                               std::string_view id, std::error_code& ec) {
-  struct waiter {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    std::error_code ec;
-    slot_reply r;
-  };
-  auto w = std::make_shared<waiter>();
-  async_slot_step(on_backend_thread, key, p, op, id, [w](std::error_code e, slot_reply r) {
-    std::lock_guard lock(w->mu);
-    w->ec = e;
-    w->r = r;
-    w->done = true;
-    w->cv.notify_one();
-  });
-  std::unique_lock lock(w->mu);
-  w->cv.wait(lock, [&] { return w->done; });
-  ec = w->ec;
-  return w->r;
+  slot_reply r;
+  ec = detail::await_slot_reply(
+      [&](slot_handler h) { async_slot_step(on_backend_thread, key, p, op, id, std::move(h)); }, r);
+  return r;
 }
 
 sluice::slot_stats limiter::slot_stats() const noexcept {

@@ -6,8 +6,8 @@
 #include <array>
 #include <cerrno>
 #include <condition_variable>
-#include <memory>
 #include <mutex>
+#include <thread>
 
 #include "algorithm/slots.hpp"
 
@@ -86,25 +86,37 @@ std::string new_slot_id() {
 }
 
 std::error_code await_slot_reply(const std::function<void(slot_handler)>& start, slot_reply& out) {
+  // On this thread's stack: this waits until the handler has run (exactly once). A handler
+  // on another thread touches the waiter only under its mutex, notifying before it lets
+  // go; one that runs on this thread (inline: the memory backend) fills it with no lock.
   struct waiter {
+    std::thread::id caller = std::this_thread::get_id();
+    bool inline_done = false;
     std::mutex mu;
     std::condition_variable cv;
     bool done = false;
     std::error_code ec;
     slot_reply reply;
-  };
-  auto w = std::make_shared<waiter>();
-  start([w](std::error_code ec, slot_reply r) {
-    std::lock_guard lock(w->mu);
-    w->ec = ec;
-    w->reply = r;
-    w->done = true;
-    w->cv.notify_one();
+  } w;
+  start([&w](std::error_code ec, slot_reply r) {
+    if (std::this_thread::get_id() == w.caller) {
+      w.ec = ec;
+      w.reply = r;
+      w.inline_done = true;
+      return;
+    }
+    std::lock_guard lock(w.mu);
+    w.ec = ec;
+    w.reply = r;
+    w.done = true;
+    w.cv.notify_one();
   });
-  std::unique_lock lock(w->mu);
-  w->cv.wait(lock, [&] { return w->done; });
-  out = w->reply;
-  return w->ec;
+  if (!w.inline_done) {
+    std::unique_lock lock(w.mu);
+    w.cv.wait(lock, [&] { return w.done; });
+  }
+  out = w.reply;
+  return w.ec;
 }
 
 std::error_code slot_step_blocking(backend& b, std::string_view key, const slot_request& request,
