@@ -25,29 +25,13 @@
 
 #include <gtest/gtest.h>
 
+#include "support/destruction_probe.hpp"
 #include "support/redis_server.hpp"
 
 namespace {
 
 using namespace sluice;
 using namespace std::chrono_literals;
-
-// Counts, when the last live copy of a handler is destroyed, whether that happened on a
-// thread other than `home`. Moved-from copies do not count.
-struct destruction_probe {
-  std::atomic<int>* elsewhere;
-  std::thread::id home;
-  bool live = true;
-  destruction_probe(std::atomic<int>* e, std::thread::id h) : elsewhere(e), home(h) {}
-  destruction_probe(const destruction_probe&) = default;
-  destruction_probe(destruction_probe&& o) noexcept
-      : elsewhere(o.elsewhere), home(o.home), live(std::exchange(o.live, false)) {}
-  destruction_probe& operator=(const destruction_probe&) = delete;
-  destruction_probe& operator=(destruction_probe&&) = delete;
-  ~destruction_probe() {
-    if (live && std::this_thread::get_id() != home) ++*elsewhere;
-  }
-};
 
 // 3000 checks from four threads, their handlers bound to `bind_to` (an executor of `io`,
 // which this thread runs).
@@ -80,7 +64,8 @@ void expect_each_completes_once_on_its_thread(boost::asio::io_context& io, Execu
   int completed = 0;
   int wrong_thread = 0;
   int degraded = 0;
-  std::atomic<int> destroyed_elsewhere{0};
+  test::destruction_record destroyed;
+  destroyed.home = home;
 
   std::vector<std::thread> submitters;
   for (int t = 0; t < threads; ++t) {
@@ -88,21 +73,20 @@ void expect_each_completes_once_on_its_thread(boost::asio::io_context& io, Execu
       for (int i = 0; i < per_thread; ++i) {
         const int k = (t * 7 + i) % keys;
         const int n = t * per_thread + i;
-        lim.async_check(
-            "bound:" + std::to_string(k), p, 1,
-            boost::asio::bind_executor(
-                bind_to, [&, k, n, probe = destruction_probe(&destroyed_elsewhere, home)](
-                             std::error_code ec, decision d) {
-                  EXPECT_FALSE(ec);
-                  if (std::this_thread::get_id() != home) ++wrong_thread;
-                  if (d.allowed) ++admitted[static_cast<std::size_t>(k)];
-                  if (d.degraded) ++degraded;
-                  if (++completed == total) {
-                    give_up.cancel();
-                    work.reset();
-                  }
-                  if (n % every == 0) throw std::runtime_error("thrown by a handler");
-                }));
+        lim.async_check("bound:" + std::to_string(k), p, 1,
+                        boost::asio::bind_executor(
+                            bind_to, [&, k, n, probe = test::destruction_probe(&destroyed)](
+                                         std::error_code ec, decision d) {
+                              EXPECT_FALSE(ec);
+                              if (std::this_thread::get_id() != home) ++wrong_thread;
+                              if (d.allowed) ++admitted[static_cast<std::size_t>(k)];
+                              if (d.degraded) ++degraded;
+                              if (++completed == total) {
+                                give_up.cancel();
+                                work.reset();
+                              }
+                              if (n % every == 0) throw std::runtime_error("thrown by a handler");
+                            }));
       }
     });
   }
@@ -122,7 +106,8 @@ void expect_each_completes_once_on_its_thread(boost::asio::io_context& io, Execu
   EXPECT_EQ(thrown, (total + every - 1) / every);
   EXPECT_EQ(wrong_thread, 0);
   EXPECT_EQ(degraded, 0);
-  EXPECT_EQ(destroyed_elsewhere.load(), 0);
+  EXPECT_EQ(destroyed.destroyed.load(), total);
+  EXPECT_EQ(destroyed.elsewhere.load(), 0);
   for (int k = 0; k < keys; ++k) {
     EXPECT_EQ(admitted[static_cast<std::size_t>(k)], static_cast<int>(capacity)) << k;
   }

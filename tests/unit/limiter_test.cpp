@@ -16,6 +16,8 @@
 
 #include <sluice/sluice.hpp>
 
+#include "support/destruction_probe.hpp"
+
 namespace sluice {
 namespace {
 
@@ -178,7 +180,7 @@ TEST(LimiterTest, AsyncHandlerNeverRunsInlineAndRunsOnItsExecutor) {
 // call has not returned yet.
 class answers_then_holds final : public backend {
  public:
-  explicit answers_then_holds(const std::atomic<bool>& released) : released_(released) {}
+  explicit answers_then_holds(const std::atomic<int>& released) : released_(released) {}
   std::error_code decide(std::string_view, const policy&, std::uint64_t, decision& d) override {
     d.allowed = true;
     return {};
@@ -188,7 +190,7 @@ class answers_then_holds final : public backend {
     d.allowed = true;
     h({}, d);
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (!released_ && std::chrono::steady_clock::now() < until) {
+    while (released_ == 0 && std::chrono::steady_clock::now() < until) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
@@ -198,39 +200,21 @@ class answers_then_holds final : public backend {
   }
 
  private:
-  const std::atomic<bool>& released_;
-};
-
-// Records the thread that destroys the last live copy of a handler.
-struct destruction_probe {
-  std::atomic<bool>* gone;
-  std::thread::id* where;
-  bool live = true;
-  destruction_probe(std::atomic<bool>* g, std::thread::id* w) : gone(g), where(w) {}
-  destruction_probe(const destruction_probe&) = default;
-  destruction_probe(destruction_probe&& o) noexcept
-      : gone(o.gone), where(o.where), live(std::exchange(o.live, false)) {}
-  destruction_probe& operator=(const destruction_probe&) = delete;
-  destruction_probe& operator=(destruction_probe&&) = delete;
-  ~destruction_probe() {
-    if (!live) return;
-    *where = std::this_thread::get_id();
-    *gone = true;
-  }
+  const std::atomic<int>& released_;
 };
 
 // A handler may own what must go on its own thread (a connection's buffers, a strand's
 // state): it is destroyed where it ran, not by the initiating call returning later.
 TEST(LimiterTest, AsyncHandlerIsDestroyedOnTheThreadThatRanIt) {
   for (const bool all : {false, true}) {
-    std::atomic<bool> gone{false};
-    std::thread::id where;
-    limiter lim(std::make_shared<answers_then_holds>(gone));
+    test::destruction_record record;
+    limiter lim(std::make_shared<answers_then_holds>(record.destroyed));
     boost::asio::io_context io;
     auto work = boost::asio::make_work_guard(io);
     std::thread runner([&] { io.run(); });
+    record.home = runner.get_id();
     bool ran = false;
-    auto handler = [&ran, probe = destruction_probe(&gone, &where)](std::error_code, auto) {
+    auto handler = [&ran, probe = test::destruction_probe(&record)](std::error_code, auto) {
       ran = true;
     };
     if (all) {
@@ -240,11 +224,10 @@ TEST(LimiterTest, AsyncHandlerIsDestroyedOnTheThreadThatRanIt) {
       lim.async_check("k", bucket(1, 1), 1, boost::asio::bind_executor(io, std::move(handler)));
     }
     work.reset();
-    const auto runner_id = runner.get_id();
     runner.join();
     EXPECT_TRUE(ran);
-    EXPECT_TRUE(gone);
-    EXPECT_EQ(where, runner_id) << (all ? "async_check_all" : "async_check");
+    EXPECT_EQ(record.destroyed, 1);
+    EXPECT_EQ(record.elsewhere, 0) << (all ? "async_check_all" : "async_check");
   }
 }
 
