@@ -326,19 +326,15 @@ class limiter {
                          CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(std::error_code, slot)>(
         [this](auto handler, std::string k, concurrency_policy pol) {
-          auto ex = boost::asio::get_associated_executor(handler, boost::asio::system_executor());
-          auto work = boost::asio::make_work_guard(ex);
-          auto shared = std::make_shared<decltype(handler)>(std::move(handler));
-          start_acquire(k, pol, [shared, work](std::error_code ec, slot s) mutable {
-            // A posted completion may be copied (post_completion groups some in a
-            // std::function), a slot cannot: it travels in a shared_ptr.
-            auto got = std::make_shared<slot>(std::move(s));
-            post_completion(work.get_executor(),
-                            [shared = std::move(shared), ec, got = std::move(got)] {
-                              (*shared)(ec, std::move(*got));
-                            });
-            work.reset();
-          });
+          start_acquire(
+              k, pol,
+              [parked = detail::parked_handler(std::move(handler))](std::error_code ec, slot s) {
+                // A posted completion may be copied (post_completion groups some
+                // in a std::function), a slot cannot: it travels in a shared_ptr.
+                parked.post([ec, got = std::make_shared<slot>(std::move(s))](auto& h) {
+                  h(ec, std::move(*got));
+                });
+              });
         },
         token, std::string(key), p);
   }
@@ -361,17 +357,13 @@ class limiter {
     return boost::asio::async_initiate<CompletionToken, void(std::error_code, slot)>(
         [this](auto handler, std::string k, concurrency_policy pol, std::chrono::milliseconds mw) {
           auto ex = boost::asio::get_associated_executor(handler, boost::asio::system_executor());
-          auto work = boost::asio::make_work_guard(ex);
-          auto shared = std::make_shared<decltype(handler)>(std::move(handler));
-          start_wait(std::move(k), pol, mw, boost::asio::any_io_executor(ex),
-                     [shared, work](std::error_code ec, slot s) mutable {
-                       auto got = std::make_shared<slot>(std::move(s));
-                       post_completion(work.get_executor(),
-                                       [shared = std::move(shared), ec, got = std::move(got)] {
-                                         (*shared)(ec, std::move(*got));
-                                       });
-                       work.reset();
-                     });
+          start_wait(
+              std::move(k), pol, mw, boost::asio::any_io_executor(ex),
+              [parked = detail::parked_handler(std::move(handler))](std::error_code ec, slot s) {
+                parked.post([ec, got = std::make_shared<slot>(std::move(s))](auto& h) {
+                  h(ec, std::move(*got));
+                });
+              });
         },
         token, std::string(key), p, max_wait);
   }

@@ -6,6 +6,7 @@
 #include <future>
 #include <limits>
 #include <memory>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -189,24 +190,39 @@ class answers_then_holds final : public backend {
     decision d;
     d.allowed = true;
     h({}, d);
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (released_ == 0 && std::chrono::steady_clock::now() < until) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    hold();
   }
   std::error_code operate(std::string_view, const policy&, key_operation, std::uint64_t,
                           decision&) override {
     return {};
   }
+  void async_slot(std::string_view, const slot_request& request, slot_handler h) override {
+    slot_reply r;
+    r.held = true;
+    r.in_flight = 1;
+    r.expires_in = std::chrono::seconds(30);
+    h({}, r);
+    // Only the acquire is held: the slot's release runs inside the handler.
+    if (request.op == slot_operation::acquire) hold();
+  }
 
  private:
+  void hold() const {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (released_ == 0 && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
   const std::atomic<int>& released_;
 };
 
 // A handler may own what must go on its own thread (a connection's buffers, a strand's
-// state): it is destroyed where it ran, not by the initiating call returning later.
+// state): it is destroyed where it ran, not by the initiating call returning later. Every
+// async form that takes a completion token.
 TEST(LimiterTest, AsyncHandlerIsDestroyedOnTheThreadThatRanIt) {
-  for (const bool all : {false, true}) {
+  const sluice::concurrency_policy slots{.limit = 1, .lease_ttl = std::chrono::seconds(30)};
+  for (const std::string form :
+       {"async_check", "async_check_all", "async_try_acquire", "async_acquire"}) {
     test::destruction_record record;
     limiter lim(std::make_shared<answers_then_holds>(record.destroyed));
     boost::asio::io_context io;
@@ -214,20 +230,22 @@ TEST(LimiterTest, AsyncHandlerIsDestroyedOnTheThreadThatRanIt) {
     std::thread runner([&] { io.run(); });
     record.home = runner.get_id();
     bool ran = false;
-    auto handler = [&ran, probe = test::destruction_probe(&record)](std::error_code, auto) {
-      ran = true;
-    };
-    if (all) {
-      lim.async_check_all(std::vector<check_item>{{"k", bucket(1, 1), 1}},
-                          boost::asio::bind_executor(io, std::move(handler)));
+    auto handler = boost::asio::bind_executor(io, [&ran, probe = test::destruction_probe(&record)](
+                                                      std::error_code, auto) { ran = true; });
+    if (form == "async_check") {
+      lim.async_check("k", bucket(1, 1), 1, std::move(handler));
+    } else if (form == "async_check_all") {
+      lim.async_check_all(std::vector<check_item>{{"k", bucket(1, 1), 1}}, std::move(handler));
+    } else if (form == "async_try_acquire") {
+      lim.async_try_acquire("k", slots, std::move(handler));
     } else {
-      lim.async_check("k", bucket(1, 1), 1, boost::asio::bind_executor(io, std::move(handler)));
+      lim.async_acquire("k", slots, std::chrono::seconds(1), std::move(handler));
     }
     work.reset();
     runner.join();
-    EXPECT_TRUE(ran);
-    EXPECT_EQ(record.destroyed, 1);
-    EXPECT_EQ(record.elsewhere, 0) << (all ? "async_check_all" : "async_check");
+    EXPECT_TRUE(ran) << form;
+    EXPECT_EQ(record.destroyed, 1) << form;
+    EXPECT_EQ(record.elsewhere, 0) << form;
   }
 }
 
