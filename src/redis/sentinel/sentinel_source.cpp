@@ -1,5 +1,6 @@
 #include "redis/sentinel/sentinel_source.hpp"
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <string>
@@ -72,12 +73,14 @@ class sentinel_source final : public address_source,
   // every 100 ms (a round that names another master moves the connection there at once,
   // whatever its backoff).
   void link_down() override {
+    if (stopped_) return;
     fsm_.link_down(std::chrono::steady_clock::now());
     if (!down_timer_armed_) arm_down_timer();
   }
   void link_up() override { fsm_.link_up(); }
 
   void stop() override {
+    stopped_ = true;
     {
       std::lock_guard lock(mu_);
       answered_ = true;
@@ -107,7 +110,10 @@ class sentinel_source final : public address_source,
   void arm_poll() {
     poll_timer_.expires_after(sentinel_poll_interval);
     poll_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
-      if (ec) return;
+      // Stopped: cancel() does not reach a wait that completed before it, so the handler
+      // may still run with no error, and must not arm the timer again (the I/O thread's
+      // run() would never run out of work, and the backend's destructor would wait forever).
+      if (ec || self->stopped_) return;
       self->fsm_.poll(std::chrono::steady_clock::now());
       self->arm_poll();
     });
@@ -118,7 +124,7 @@ class sentinel_source final : public address_source,
     down_timer_.expires_after(sentinel_ask_min_interval);
     down_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
       self->down_timer_armed_ = false;
-      if (ec || !self->fsm_.down()) return;
+      if (ec || self->stopped_ || !self->fsm_.down()) return;
       self->fsm_.down_tick(std::chrono::steady_clock::now());
       self->arm_down_timer();
     });
@@ -129,7 +135,9 @@ class sentinel_source final : public address_source,
   std::vector<std::shared_ptr<connection>> sentinels_;
   asio::steady_timer poll_timer_;
   asio::steady_timer down_timer_;
-  bool down_timer_armed_ = false;   // I/O thread only
+  bool down_timer_armed_ = false;  // I/O thread only
+  // No timer is armed again once set (a link that goes down while stopping included).
+  std::atomic<bool> stopped_{false};
   sentinel::sentinel_address fsm_;  // I/O thread only (but moves())
 
   std::mutex mu_;
