@@ -3,7 +3,7 @@
 #   package.install           cmake --install into <build>/tests/package/prefix, check the layout
 #   package.example_consumer  examples/consumer against that prefix (find_package)
 #   package.find_package      tests/cmake/find_package against that prefix
-#   package.core_only         tests/cmake/core_only: sluice::core alone, hiredis and OpenSSL hidden
+#   package.core_only         tests/cmake/core_only: sluice::core alone, hiredis hidden
 #   package.add_subdirectory  tests/cmake/add_subdirectory on this source tree
 # Each configures and builds a real project, so they take seconds to a few minutes (the
 # add_subdirectory one compiles the library again, unoptimised). Not run under sanitizers.

@@ -1,42 +1,18 @@
 #include "core/slot_support.hpp"
 
-#include <pthread.h>
-#include <sys/random.h>
-
 #include <array>
-#include <cerrno>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 
 #include "algorithm/slots.hpp"
+#include "core/random_bytes.hpp"
 
 namespace sluice::detail {
 namespace {
 
-// Raised in a forked child: a thread's pool of random words, copied from the parent, must
-// not hand the child the ids the parent hands out too.
-std::atomic<std::uint64_t> fork_generation{0};
-
-void slot_ids_after_fork_in_child() noexcept {
-  fork_generation.fetch_add(1, std::memory_order_relaxed);
-}
-
-void fill_random(void* p, std::size_t n) {
-  auto* at = static_cast<unsigned char*>(p);
-  while (n > 0) {
-    const auto got = ::getrandom(at, n, 0);
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      throw std::system_error(errno, std::generic_category(), "getrandom");
-    }
-    at += got;
-    n -= static_cast<std::size_t>(got);
-  }
-}
-
-// One getrandom(2) call per 256 ids (4 KiB): a system call per acquire would cost more than
-// the memory backend's whole step, and the kernel's per-call setup is paid once per block.
+// One draw per 256 ids (4 KiB) from the process's generator (random_bytes.hpp): its
+// mutex is taken once per 256 acquires.
 struct random_pool {
   std::array<std::uint64_t, 512> words{};
   std::size_t next = 512;
@@ -46,12 +22,11 @@ struct random_pool {
 }  // namespace
 
 void new_slot_id(std::array<char, 32>& hex) {
-  static const int registered = ::pthread_atfork(nullptr, nullptr, slot_ids_after_fork_in_child);
-  (void)registered;
   thread_local random_pool pool;
-  const auto generation = fork_generation.load(std::memory_order_relaxed);
+  // A pool filled before a fork would hand the child the ids the parent hands out too.
+  const auto generation = fork_generation();
   if (pool.next + 2 > pool.words.size() || pool.generation != generation) {
-    fill_random(pool.words.data(), sizeof pool.words);
+    fill_random_bytes(pool.words.data(), sizeof pool.words);
     pool.next = 0;
     pool.generation = generation;
   }

@@ -36,10 +36,10 @@ struct slot_counters {
   }
 };
 
-/// A new slot id: 32 lowercase hex digits of 128 bits from the kernel's CSPRNG
-/// (getrandom(2)), drawn in blocks per thread; a forked child draws afresh, so parent and
-/// child never hand out the same ids. Thread-safe. Throws std::system_error if the kernel
-/// has no random bytes to give (no getrandom(2): Linux < 3.17).
+/// A new slot id: 32 lowercase hex digits of 128 bits from the library's CSPRNG
+/// (random_bytes.hpp), drawn in blocks per thread; a forked child draws afresh, so
+/// parent and child never hand out the same ids. Thread-safe. Throws std::system_error if
+/// the generator cannot be seeded.
 std::string new_slot_id();
 /// new_slot_id() into `hex`, with no allocation (an acquire copies it into its completion).
 void new_slot_id(std::array<char, 32>& hex);

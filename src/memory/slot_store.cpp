@@ -11,7 +11,7 @@ std::error_code slot_store::apply(std::string_view key, const slot_request& requ
                                   std::int64_t now_ms, slot_reply& out) {
   const auto id = parse_slot_id(request.id);
   if (!id) return errc::invalid_slot_id;
-  const probe k{key, key_hash{}(key)};
+  const probe k{key, std::hash<std::string_view>{}(key)};
   // The high bits pick the shard: the map's buckets use the low ones.
   shard& s = shards_[(k.hash >> 56) % shard_count];
   std::lock_guard lock(s.mu);
@@ -26,9 +26,10 @@ std::error_code slot_store::apply(std::string_view key, const slot_request& requ
     // A node kept from the last key that emptied: its key's and holders' storage is
     // reused, so a key that comes and goes (acquire, release, acquire...) allocates nothing.
     if (s.spare.empty()) {
-      it = s.tables.emplace(std::string(key), slot_table{}).first;
+      it = s.tables.emplace(hashed_key{std::string(key), k.hash}, slot_table{}).first;
     } else {
-      s.spare.key().assign(key);
+      s.spare.key().text.assign(key);
+      s.spare.key().hash = k.hash;
       s.spare.mapped().holders.clear();
       it = s.tables.insert(std::move(s.spare)).position;
     }

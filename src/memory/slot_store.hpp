@@ -35,21 +35,29 @@ class slot_store {
     std::string_view key;
     std::size_t hash;
   };
-  // Transparent hashing: a step looks its key up without copying it, or hashing it again.
+  // A table's key keeps its hash: the map never hashes a key's text again (not when the
+  // spare node is inserted, not when it walks a bucket's chain or rehashes), and a step
+  // hashes its key once.
+  struct hashed_key {
+    std::string text;
+    std::size_t hash = 0;
+  };
   struct key_hash {
     using is_transparent = void;
-    std::size_t operator()(std::string_view s) const noexcept {
-      return std::hash<std::string_view>{}(s);
-    }
+    std::size_t operator()(const hashed_key& k) const noexcept { return k.hash; }
     std::size_t operator()(const probe& p) const noexcept { return p.hash; }
   };
   struct key_equal {
     using is_transparent = void;
-    bool operator()(std::string_view a, std::string_view b) const noexcept { return a == b; }
-    bool operator()(const probe& a, std::string_view b) const noexcept { return a.key == b; }
-    bool operator()(std::string_view a, const probe& b) const noexcept { return a == b.key; }
+    bool operator()(const hashed_key& a, const hashed_key& b) const noexcept {
+      return a.hash == b.hash && a.text == b.text;
+    }
+    bool operator()(const probe& a, const hashed_key& b) const noexcept {
+      return a.hash == b.hash && a.key == b.text;
+    }
+    bool operator()(const hashed_key& a, const probe& b) const noexcept { return (*this)(b, a); }
   };
-  using table_map = std::unordered_map<std::string, slot_table, key_hash, key_equal>;
+  using table_map = std::unordered_map<hashed_key, slot_table, key_hash, key_equal>;
   struct alignas(64) shard {
     mutable std::mutex mu;
     table_map tables;

@@ -2,6 +2,8 @@
 // (release by the destructor and by move, renew, detach), the limiter's validation, async
 // form, failure modes and counters. No sleeps: time moves only when a test moves it.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <set>
 #include <string>
@@ -295,6 +297,41 @@ TEST(SlotIds, Are32HexDigitsAndDistinct) {
     ASSERT_TRUE(detail::parse_slot_id(id).has_value()) << id;
     ASSERT_EQ(id, detail::to_hex(*detail::parse_slot_id(id))) << "lowercase";
     ASSERT_TRUE(seen.insert(id).second) << "repeated: " << id;
+  }
+}
+
+// Ids are drawn in blocks (a thread's pool, the process's generator): a forked child starts
+// with copies of both, and must still never hand out an id its parent hands out. More ids
+// than a pool holds, so that both also draw from the generator after the fork.
+TEST(SlotIds, AForkedChildNeverDrawsItsParentsIds) {
+  (void)detail::new_slot_id();  // the pool and the generator have state before the fork
+  constexpr int count = 600;
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(fds[0]);
+    for (int i = 0; i < count; ++i) {
+      const auto id = detail::new_slot_id();
+      if (::write(fds[1], id.data(), id.size()) != static_cast<ssize_t>(id.size())) ::_exit(1);
+    }
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::set<std::string> parent;
+  for (int i = 0; i < count; ++i) parent.insert(detail::new_slot_id());
+  std::string from_child;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) from_child.append(buf, n);
+  ::close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ASSERT_EQ(from_child.size(), 32u * count);
+  for (int i = 0; i < count; ++i) {
+    const auto id = from_child.substr(32u * i, 32);
+    EXPECT_FALSE(parent.contains(id)) << "the child's id #" << i << " is its parent's too: " << id;
   }
 }
 
