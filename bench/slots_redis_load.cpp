@@ -13,6 +13,7 @@
 //
 //   sluice_bench_slots_redis --url redis://127.0.0.1:PORT [--callers 200] [--keys 1000]
 //       [--seconds 5] [--hold-min-us 1000] [--hold-max-us 10000] [--threads 1] [--run-on]
+//       [--poll-us N]   (redis_options::poll_before_sleep; unset: the library's default)
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -121,7 +122,7 @@ int main(int argc, char** argv) {
   if (url.empty()) {
     std::fprintf(stderr,
                  "usage: %s --url redis://HOST:PORT [--callers N] [--keys K] [--seconds S] "
-                 "[--hold-min-us A] [--hold-max-us B] [--threads T] [--run-on]\n",
+                 "[--hold-min-us A] [--hold-max-us B] [--threads T] [--run-on] [--poll-us N]\n",
                  argv[0]);
     return 2;
   }
@@ -132,6 +133,8 @@ int main(int argc, char** argv) {
   sluice::redis_options o;
   o.command_timeout = std::chrono::milliseconds{1000};
   if (flag(argc, argv, "--run-on")) o.run_on = &io;
+  if (const char* poll = arg(argc, argv, "--poll-us", nullptr))
+    o.poll_before_sleep = std::chrono::microseconds{std::atoi(poll)};
   auto lim = sluice::limiter_from_url(url, o);
   run r;
   r.lim = &lim;
