@@ -129,6 +129,9 @@ class sentinel_address {
   }
   /// For good: pending resolves get no address, nothing more is asked.
   void stop();
+  /// stop() was called: the source arms no timer any more (a link that goes down while
+  /// stopping included).
+  bool stopped() const noexcept { return stopped_; }
 
   const std::optional<master_address>& served() const noexcept { return resolver_.served(); }
   bool asking() const noexcept { return resolver_.asking(); }

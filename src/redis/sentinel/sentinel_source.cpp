@@ -1,6 +1,5 @@
 #include "redis/sentinel/sentinel_source.hpp"
 
-#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <string>
@@ -73,14 +72,15 @@ class sentinel_source final : public address_source,
   // every 100 ms (a round that names another master moves the connection there at once,
   // whatever its backoff).
   void link_down() override {
-    if (stopped_) return;
+    if (fsm_.stopped()) return;
     fsm_.link_down(std::chrono::steady_clock::now());
     if (!down_timer_armed_) arm_down_timer();
   }
   void link_up() override { fsm_.link_up(); }
 
+  // On the I/O thread (connection::stop posts it), as are the timers' handlers and
+  // link_down(): the state machine's stopped() needs no lock.
   void stop() override {
-    stopped_ = true;
     {
       std::lock_guard lock(mu_);
       answered_ = true;
@@ -113,7 +113,7 @@ class sentinel_source final : public address_source,
       // Stopped: cancel() does not reach a wait that completed before it, so the handler
       // may still run with no error, and must not arm the timer again (the I/O thread's
       // run() would never run out of work, and the backend's destructor would wait forever).
-      if (ec || self->stopped_) return;
+      if (ec || self->fsm_.stopped()) return;
       self->fsm_.poll(std::chrono::steady_clock::now());
       self->arm_poll();
     });
@@ -124,7 +124,7 @@ class sentinel_source final : public address_source,
     down_timer_.expires_after(sentinel_ask_min_interval);
     down_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
       self->down_timer_armed_ = false;
-      if (ec || self->stopped_ || !self->fsm_.down()) return;
+      if (ec || self->fsm_.stopped() || !self->fsm_.down()) return;
       self->fsm_.down_tick(std::chrono::steady_clock::now());
       self->arm_down_timer();
     });
@@ -135,9 +135,7 @@ class sentinel_source final : public address_source,
   std::vector<std::shared_ptr<connection>> sentinels_;
   asio::steady_timer poll_timer_;
   asio::steady_timer down_timer_;
-  bool down_timer_armed_ = false;  // I/O thread only
-  // No timer is armed again once set (a link that goes down while stopping included).
-  std::atomic<bool> stopped_{false};
+  bool down_timer_armed_ = false;   // I/O thread only
   sentinel::sentinel_address fsm_;  // I/O thread only (but moves())
 
   std::mutex mu_;
